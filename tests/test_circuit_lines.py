@@ -237,7 +237,7 @@ def test_the_command_says_each_receiver_as_it_is_done(monkeypatch, capsys):
     with --json or --quiet, or where the search has no such field."""
     import dataclasses
 
-    import rmtbase.circuits.find as F
+    import rmtbase.circuits.head.find as F
     from rmtbase.cli.circuits import on_receiver
 
     args = types.SimpleNamespace(json=False, quiet=False)

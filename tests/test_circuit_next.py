@@ -16,10 +16,9 @@ from rmtbase.report.circuit_next import HEADING, next_lines
     ("mpnet", False, False), ("bert", False, False),
 ])
 def test_the_commands_follow_what_each_search_runs(arch, head_search, task_search):
-    from rmtbase.circuits.families import SUPPORTED
-    from rmtbase.circuits.task.forward import FAMILIES
+    from rmtbase.circuits.core.families import SUPPORTED, TASK_FAMILIES
 
-    assert (arch in SUPPORTED, arch in FAMILIES) == (head_search, task_search)
+    assert (arch in SUPPORTED, arch in TASK_FAMILIES) == (head_search, task_search)
     text = "\n".join(next_lines({"model": "m", "architecture": arch}))
     assert text.startswith(HEADING)
     assert ("rmtbase circuits MODEL " in text) == head_search

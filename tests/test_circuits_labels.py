@@ -1,12 +1,12 @@
-"""Behaviour labels (rmtbase.circuits.labels), repeated random tokens (sequences) and the
+"""Behaviour labels (rmtbase.circuits.head.labels), repeated random tokens (sequences) and the
 circuit search's output (find/table) on a tiny random-weight model, no network."""
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from rmtbase.circuits import labels as L
-from rmtbase.circuits.sequences import repeated_sequences, repeated_tokens
+from rmtbase.circuits.head import labels as L
+from rmtbase.circuits.head.sequences import repeated_sequences, repeated_tokens
 from rmtbase.errors import InputError
 from rmtbase.probe import behaviour as bh
 
@@ -122,8 +122,8 @@ def test_the_circuit_search_defaults_to_repeated_random_tokens_at_several_length
     With 49 usable ids the longest repeat is 49."""
     from types import SimpleNamespace
 
-    from rmtbase.circuits.run import make_sequences
-    from rmtbase.circuits.sequences import length_sequences, repeat_lengths
+    from rmtbase.circuits.head.run import make_sequences
+    from rmtbase.circuits.head.sequences import length_sequences, repeat_lengths
 
     assert repeat_lengths(SimpleNamespace(vocab_size=50, bos_token_id=1,
                                           max_position_embeddings=128)) == (5, 10, 20, 49)

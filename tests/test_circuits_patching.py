@@ -10,10 +10,10 @@ import xarray as xr
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rmtbase.circuits.capture import capture  # noqa: E402
-from rmtbase.circuits.heads import HeadModel  # noqa: E402
-from rmtbase.circuits.patching import Patcher, sequence_scores  # noqa: E402
-from rmtbase.circuits.sequences import repeated_sequences  # noqa: E402
+from rmtbase.circuits.core.capture import capture  # noqa: E402
+from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.core.receiver import Patcher, sequence_scores  # noqa: E402
+from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 
 SMALL = dict(num_hidden_layers=3, num_attention_heads=4, hidden_size=32, intermediate_size=48,
@@ -206,7 +206,7 @@ def _composition(n_l, n_h, seed=0):
 
 
 def test_ranked_sources_order_the_receivers_earlier_sources():
-    from rmtbase.circuits.find import ranked_sources
+    from rmtbase.circuits.head.find import ranked_sources
 
     comp = _composition(4, 3, seed=5)
     got = ranked_sources(comp, 3, 1, "k")
@@ -299,8 +299,8 @@ def test_the_search_record_takes_the_deprecated_ablation_keyword_too():
     ``counterfactual=``; both together (the default named too), or a bad name, are refused."""
     import dataclasses
 
-    from rmtbase.circuits.counterfactual import DEFAULT_ABLATION
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.core.counterfactual import DEFAULT_ABLATION
+    from rmtbase.circuits.head.find import Search
 
     with pytest.warns(DeprecationWarning, match=r"^Search\(ablation=\) is deprecated: use "
                       r"counterfactual=$"):
@@ -333,7 +333,7 @@ def test_find_circuits_refuses_bad_input_before_loading():
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "qwen3", "mistral"])
 def test_the_fold_equals_the_norm_reapplied_to_the_patched_residual(kind):
-    """Patcher.effect's low-rank update of the norm and projection (circuits.fold) against
+    """Patcher.effect's low-rank update of the norm and projection (circuits.core.fold) against
     the direct recompute (norm of the whole patched residual), every path, one source and
     three."""
     net = _net(kind)
@@ -430,10 +430,10 @@ def test_a_receiver_that_ignores_its_query_input_has_a_known_score_and_no_q_or_k
 
 
 def test_first_token_sinks_are_labelled_but_patched_only_on_request():
-    """Receivers (circuits.find.receivers): heads after layer 0 with a specific label; the
+    """Receivers (circuits.head.find.receivers): heads after layer 0 with a specific label; the
     first-token sinks only with sinks=True; a model whose only labelled heads are sinks has
     no receiver."""
-    from rmtbase.circuits.find import receivers
+    from rmtbase.circuits.head.find import receivers
 
     lab = np.array([["previous-token", "first-token"], ["first-token", "induction"],
                     ["self/local", "first-token"], ["duplicate-token", "none"]])
@@ -455,16 +455,16 @@ def test_first_token_sinks_are_labelled_but_patched_only_on_request():
 
 
 def test_the_rule_says_redundant_where_only_the_sources_together_matter():
-    """circuits.find.judge, the rule of circuits.find on one receiver's candidates of one kind,
+    """circuits.head.find.judge, the rule on one receiver's candidates of one kind,
     on stated effects (receiver score 0.8, se 0.01 each; the rule: effect >= 3 se and >= 10 %
     of the score, i.e. >= 0.08 here): three sources each dropping the score by 0.03 (none
     passes) and all three together by 0.5 (passes) are `redundant` on every row, none
     confirmed nor dominant; one source at 0.3 is confirmed and dominant and the receiver is
     not redundant; when neither singles nor the joint pass, nothing is said. No real model
     has shown the redundant case yet (docs/path-patching.md); this pins the rule itself."""
-    from rmtbase.circuits.find import judge as _judge
-    from rmtbase.circuits.find import mark_dominant as _dominant
-    from rmtbase.circuits.patching import Effect
+    from rmtbase.circuits.core.receiver import Effect
+    from rmtbase.circuits.head.find import judge as _judge
+    from rmtbase.circuits.head.find import mark_dominant as _dominant
 
     def rows(*effects):
         return [{"effect_causal": e, "effect_se": 0.01, "score_to": 0.8, "metric": "induction",

@@ -1,4 +1,4 @@
-"""The circuit search's screen and its guards against chance (rmtbase.circuits.screen,
+"""The circuit search's screen and its guards against chance (rmtbase.circuits.core.screen,
 .mlp_path, .labels): the linear form of the probe's statistics equals the probe's own
 window_sums; the first-order attribution tracks the exact patch; the via-MLP change equals an
 independent loop over the model's blocks; a label needs a statistic above uniform attention
@@ -13,10 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rmtbase.circuits.capture import capture  # noqa: E402
-from rmtbase.circuits.heads import HeadModel  # noqa: E402
-from rmtbase.circuits.patching import Patcher, sequence_scores  # noqa: E402
-from rmtbase.circuits.sequences import Sequences, repeated_sequences  # noqa: E402
+from rmtbase.circuits.core.capture import capture  # noqa: E402
+from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.core.receiver import Patcher, sequence_scores  # noqa: E402
+from rmtbase.circuits.head.sequences import Sequences, repeated_sequences  # noqa: E402
 
 
 def _gpt2(scale=4.0, n_layer=3, vocab=40, seed=3):
@@ -44,7 +44,7 @@ def setup():
 def test_the_linear_form_of_each_statistic_equals_the_probes_window_sums(setup):
     """statistic_weights: Σ A W / count per sequence equals sequence_scores (the probe's
     window_sums) on random patterns, for each linear statistic, to 1e-12."""
-    from rmtbase.circuits.screen import LINEAR, statistic_weights
+    from rmtbase.circuits.core.screen import LINEAR, statistic_weights
 
     _, _, seqs, _ = setup
     rng = np.random.default_rng(0)
@@ -61,7 +61,7 @@ def test_attribution_tracks_the_exact_effect_of_every_source(setup):
     """For receiver L2H1, every earlier source's first-order estimate against its exact
     direct patch: q and k (the previous-token drop) within 15 % of the largest effect or
     2e-4; v (its first-order output change) within a factor 0.5–1.5 of the exact one."""
-    from rmtbase.circuits.screen import attribution
+    from rmtbase.circuits.core.screen import attribution
 
     _, _, seqs, cap = setup
     pt = Patcher(HeadModel(setup[0]), cap, seqs, "zero")
@@ -83,7 +83,7 @@ def test_the_via_mlp_change_equals_an_independent_loop_over_the_blocks(setup):
     blocks with each attention output held at its captured value (c_proj of the captured z),
     the source's share removed at layer 0 and added back at the end, to 1e-5 of its scale;
     with nothing removed the hooked run reproduces the capture exactly."""
-    from rmtbase.circuits.mlp_path import MLPPaths
+    from rmtbase.circuits.core.mlp_path import MLPPaths
 
     net, hm, seqs, cap = setup
     paths = MLPPaths(hm, seqs, cap)
@@ -109,7 +109,7 @@ def test_chance_levels_are_those_of_uniform_attention():
     token: prev_token counts from i = 2), computed here in closed form."""
     from types import SimpleNamespace
 
-    from rmtbase.circuits.labels import chance_levels
+    from rmtbase.circuits.head.labels import chance_levels
 
     seqs = repeated_sequences(SimpleNamespace(vocab_size=30, bos_token_id=0), n=5, batch=3)
     chance, counts = chance_levels(seqs)
@@ -128,7 +128,7 @@ def test_a_label_needs_more_than_chance_and_enough_queries():
     queries."""
     import xarray as xr
 
-    from rmtbase.circuits.labels import STATISTIC, label_heads
+    from rmtbase.circuits.head.labels import STATISTIC, label_heads
 
     probe = xr.Dataset({s: (("layer", "head"), np.zeros((2, 1))) for s in STATISTIC.values()},
                        coords={"layer": [0, 1], "head": [0]})
@@ -186,7 +186,7 @@ def test_without_mlps_nothing_travels_through_them_in_any_family(kind):
     from test_circuits_families import _ids, _mlp, _net
 
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.mlp_path import MLPPaths
+    from rmtbase.circuits.core.mlp_path import MLPPaths
 
     net = _net(kind)
     hm = HeadModel(net)
@@ -219,7 +219,7 @@ def test_the_folds_first_order_equals_the_gradient_through_the_residual(kind):
     per-head QK-norms and partial rotary."""
     from test_circuits_families import _ids, _net
 
-    from rmtbase.circuits import screen as S
+    from rmtbase.circuits.core import screen as S
 
     net = _net(kind)
     hm = HeadModel(net)
@@ -241,7 +241,7 @@ def test_the_folds_first_order_equals_the_gradient_through_the_residual(kind):
 def test_the_v_screen_through_the_fold_is_the_first_order_output_change(setup):
     """fold_value_changes: for one source scaled by a small t, the exact output change is
     t times the first-order value to 2 % (the fold's first-order term is the derivative)."""
-    from rmtbase.circuits.screen import fold_value_changes
+    from rmtbase.circuits.core.screen import fold_value_changes
 
     net, hm, seqs, cap = setup
     pt = Patcher(hm, cap, seqs, "zero")
@@ -249,7 +249,7 @@ def test_the_v_screen_through_the_fold_is_the_first_order_output_change(setup):
     t = 1e-2
     small = [z.clone() for z in cap.z]
     small[0][:, :, 1, :] *= t  # source L0H1 at a hundredth of its output
-    from rmtbase.circuits.capture import Captured
+    from rmtbase.circuits.core.capture import Captured
 
     pt_small = Patcher(hm, Captured(cap.resid, small, cap.scale), seqs, "zero")
     exact = pt_small.effect(2, 1, [(0, 1)], "v", None).effect
@@ -259,7 +259,7 @@ def test_the_v_screen_through_the_fold_is_the_first_order_output_change(setup):
 def test_every_source_whose_estimate_nears_the_rule_is_patched_exactly():
     """exact_sources: the top k by weights, the top k by |attribution| and every source whose
     |attribution| reaches ATTRIBUTION_FLOOR of the rule's floor; all with exact_all."""
-    from rmtbase.circuits.find import ATTRIBUTION_FLOOR, exact_sources
+    from rmtbase.circuits.head.find import ATTRIBUTION_FLOOR, exact_sources
 
     ranked = [(0, s, s + 1, 1.0 - 0.1 * s) for s in range(6)]   # weights rank 0, 1, 2, …
     attr = np.array([[0.0, 0.0, 0.0, 0.5, 0.2, 0.06]])           # (layer, H)

@@ -71,7 +71,7 @@ def _composition(n_l, n_h, seed=0):
 
 
 def _seqs(config, n, seed=0):
-    from rmtbase.circuits.sequences import repeated_sequences, sequences_for
+    from rmtbase.circuits.head.sequences import repeated_sequences, sequences_for
 
     s = repeated_sequences(config, n=int(n), batch=sequences_for(int(n)), seed=[seed, int(n)])
     T.check_layout(s.ids, int(n))

@@ -34,14 +34,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from rmtbase.circuits.core.attribution import attribute  # noqa: E402
+from rmtbase.circuits.core.exact import patch_edges  # noqa: E402
+from rmtbase.circuits.core.faithfulness import Scorer, curve, evaluate_kept  # noqa: E402
+from rmtbase.circuits.core.forward import TaskModel  # noqa: E402
+from rmtbase.circuits.core.graph import Graph  # noqa: E402
+from rmtbase.circuits.core.runner import Runner  # noqa: E402
 from rmtbase.circuits.task import templates  # noqa: E402
-from rmtbase.circuits.task.attribution import attribute  # noqa: E402
-from rmtbase.circuits.task.exact import patch_edges  # noqa: E402
 from rmtbase.circuits.task.export import circuit_json, dot, graphml, read_circuit  # noqa: E402
-from rmtbase.circuits.task.faithfulness import Scorer, curve, evaluate_kept  # noqa: E402
-from rmtbase.circuits.task.forward import TaskModel  # noqa: E402
-from rmtbase.circuits.task.graph import Graph  # noqa: E402
-from rmtbase.circuits.task.runner import Runner  # noqa: E402
 from rmtbase.circuits.task.taskfile import Task, induction_task, read_task  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 
@@ -577,7 +577,7 @@ def test_the_smallest_circuit_is_bisected_then_scanned():
     the smallest ``k`` reaching 0.8 is ``0.8 E`` exactly, the grid's bracket bisected to at
     most 64 edges (or 1 % of its end) and then measured at every ``k``: at most the grid,
     ``log2 E`` bisection steps and 63 scanned sets."""
-    from rmtbase.circuits.task.faithfulness import SCAN
+    from rmtbase.circuits.core.faithfulness import SCAN
 
     n_edges, calls = 10_000, []
     sc = _stub_scorer(n_edges, lambda k: k / n_edges, calls)
@@ -593,7 +593,7 @@ def test_the_scan_stops_at_the_first_size_reaching_the_target():
     """The scan of the last bracket measures its sizes upwards, :data:`SCAN_CHUNK` a pass,
     and stops at the pass holding the first ``k`` that reaches 0.8: on ``f = k / E`` (10,000
     edges, smallest 8,000), no size past ``8,000 + SCAN_CHUNK − 1`` is scanned."""
-    from rmtbase.circuits.task.faithfulness import SCAN_CHUNK
+    from rmtbase.circuits.core.faithfulness import SCAN_CHUNK
 
     n_edges, scanned = 10_000, []
 
@@ -1079,12 +1079,15 @@ def test_smollm2_gguf_runs_the_shipped_text_tasks():
 
 
 def test_the_clis_task_choices_are_the_librarys():
-    """The CLI writes the metric and counterfactual names out (no import at start-up)."""
-    from rmtbase.circuits.task.metric import METRICS
-    from rmtbase.circuits.task.runner import COUNTERFACTUALS
+    """The CLI writes the metric and counterfactual names and the default counterfactual out
+    (no import at start-up)."""
+    from rmtbase.circuits.core.counterfactual import DEFAULT_TASK
+    from rmtbase.circuits.core.metric import METRICS
+    from rmtbase.circuits.core.runner import COUNTERFACTUALS
     from rmtbase.cli import circuits_task
 
     assert circuits_task.METRICS == METRICS and circuits_task.COUNTERFACTUALS == COUNTERFACTUALS
+    assert circuits_task.TASK_DEFAULTS["counterfactual"] == DEFAULT_TASK
 
 
 # --- pruning in context -------------------------------------------------------------------
@@ -1240,7 +1243,7 @@ def test_beyond_the_budget_the_reported_circuits_top_edges_are_confirmed_in_it(c
     (``patch_edges(within=)``, recomputed here), pass the rule's first part and, under the
     other counterfactual in the same context, keep half (required but for corrupted); the
     summary names that rule and counts what it tested."""
-    from rmtbase.circuits import find
+    from rmtbase.circuits.core import rule
     from rmtbase.circuits.task.confirm import OTHER, RULE_IN_CIRCUIT
     from rmtbase.circuits.task.search import find_task_circuit, split, summary
 
@@ -1262,10 +1265,10 @@ def test_beyond_the_budget_the_reported_circuits_top_edges_are_confirmed_in_it(c
     behaviour = vals[0] - vals[1]
     for e, a, b, o in zip(tested, d, se, other, strict=True):
         assert v[e]["context"] == pytest.approx((a, b), rel=1e-9, abs=1e-12)
-        first = find.passes(a, b, behaviour, True)
+        first = rule.passes(a, b, behaviour, True)
         if first:
             assert v[e]["exact_other"] == pytest.approx(o, rel=1e-9, abs=1e-12)
-        kept_half = find.keeps(a, o, find.floor_of(behaviour, True))
+        kept_half = rule.keeps(a, o, rule.floor_of(behaviour, True))
         assert v[e]["confirmed"] == (first and (cf == "corrupted" or kept_half)), e
     assert not any(v[e]["confirmed"] for e in v if v[e]["context"] is None)
     c = summary(res)["confirmation"]
@@ -1286,7 +1289,7 @@ def test_pruning_stops_where_every_edge_left_passes_the_rule(cf, n_layer, n):
     and ``stopped_effect`` / ``_se`` are those in-context effects; the verdicts confirm only
     edges of it, with the other counterfactual measured in the same context: required (keeps
     half with its sign) except for corrupted."""
-    from rmtbase.circuits.find import keeps
+    from rmtbase.circuits.core.rule import keeps
     from rmtbase.circuits.task.confirm import OTHER, confirm_in_context, stop_rule
     from rmtbase.circuits.task.prune import prune
 
@@ -1373,7 +1376,7 @@ def test_in_the_full_circuit_corrupteds_other_counterfactual_is_required():
     half of a corrupted edge's effect, as at the clean run; in a circuit that leaves edges out
     it is reported, not required. Two edges of this model pass the rule's first part and fail
     ``mean``'s keep: not confirmed in the full graph, confirmed when not required."""
-    from rmtbase.circuits import find
+    from rmtbase.circuits.core import rule
     from rmtbase.circuits.task.confirm import confirm, confirm_within
 
     net = _gpt2(seed=0, n_layer=1)
@@ -1387,7 +1390,7 @@ def test_in_the_full_circuit_corrupteds_other_counterfactual_is_required():
     d, se = patch_edges(r, edges)
     full = confirm_within(r, g.full(), edges, d, se, behaviour)
     loose = confirm(r, edges, d, se, behaviour, require_other=False)
-    first = [find.passes(a, b, behaviour, True) for a, b in zip(d, se, strict=True)]
+    first = [rule.passes(a, b, behaviour, True) for a, b in zip(d, se, strict=True)]
     failed = [e for e in edges if first[e] and full[e]["depends"] == "counterfactual"]
     assert len(failed) >= 2, "no edge fails the other counterfactual: nothing to tell apart"
     for e in edges:
@@ -1491,9 +1494,10 @@ def test_the_plans_graph_from_the_config_is_the_models():
     graph's of every family the task graph runs, parallel blocks included."""
     from test_circuits_families import KINDS, _net
 
-    from rmtbase.circuits.task.forward import FAMILIES, config_graph
+    from rmtbase.circuits.core.families import TASK_FAMILIES
+    from rmtbase.circuits.core.forward import config_graph
 
-    kinds = [k for k in KINDS if _net(k).config.model_type in FAMILIES]
+    kinds = [k for k in KINDS if _net(k).config.model_type in TASK_FAMILIES]
     assert len(kinds) >= 20 and {"gptj", "phi", "gpt_neox", "falcon_mha"} <= set(kinds)
     for kind in kinds:
         net = _net(kind)
@@ -1505,7 +1509,7 @@ def test_a_family_outside_the_task_graph_is_refused_before_its_weights(tmp_path,
     """OPT (no mlp module) is refused from its config; the weights are never read."""
     import transformers
 
-    from rmtbase.circuits.task.search import load_causal_lm
+    from rmtbase.circuits.core.loader import load_causal_lm
 
     cfg = transformers.OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8,
                                  ffn_dim=16, vocab_size=40, max_position_embeddings=16,

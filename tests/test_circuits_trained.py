@@ -189,7 +189,7 @@ def tool_dominant_k(folder, receivers, draws=200):
     from transformers import GPT2LMHeadModel
 
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.sequences import repeated_sequences
+    from rmtbase.circuits.head.sequences import repeated_sequences
     from rmtbase.scoring.composition.run import composition
 
     net = GPT2LMHeadModel.from_pretrained(folder)

@@ -372,7 +372,7 @@ def _check_receiver(folder, t, rec, got) -> list[str]:
 
 def test_the_truths_pool_is_the_tools_sequence_count():
     """The truth's mean counterfactual is drawn from as many sequences as the tool draws."""
-    from rmtbase.circuits.sequences import sequences_for
+    from rmtbase.circuits.head.sequences import sequences_for
 
     for n in (1, 5, 10, 12, 13, 20, 64):
         assert T.tool_sequences(n) == sequences_for(n), n

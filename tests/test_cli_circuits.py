@@ -126,7 +126,7 @@ def test_a_header_without_vocab_size_takes_repeat_lengths(monkeypatch):
     takes --repeat-length: only --text refuses it."""
     from types import SimpleNamespace
 
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.cli.circuits import check
     from rmtbase.errors import InputError
     from rmtbase.models import loading
@@ -141,7 +141,7 @@ def test_a_header_without_vocab_size_takes_repeat_lengths(monkeypatch):
 
 
 def _circuits_dataset():
-    """A circuits.nc-like Dataset (rmtbase.circuits.table's variables) of a 3 x 2 model: L0H1
+    """A circuits.nc-like Dataset (rmtbase.circuits.head.table's variables) of a 3 x 2 model: L0H1
     (previous-token) confirmed as the K source of L2H1 (induction), L1H0 not."""
     import xarray as xr
 

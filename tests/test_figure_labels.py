@@ -58,7 +58,7 @@ def test_head_search_figure_has_no_overlapping_heads():
 def test_task_figure_names_heads_and_mlps_without_overlap():
     from test_figure_legibility import legibility
 
-    from rmtbase.circuits.task.graph import Graph
+    from rmtbase.circuits.core.graph import Graph
     from rmtbase.report.task_figures import plot_task_circuit
 
     g = Graph(30, 9)  # SmolLM2-135M's graph
@@ -80,7 +80,7 @@ def test_task_figure_names_heads_and_mlps_without_overlap():
 
 
 def test_a_small_task_circuit_names_every_node():
-    from rmtbase.circuits.task.graph import Graph
+    from rmtbase.circuits.core.graph import Graph
     from rmtbase.report.task_figures import plot_task_circuit
 
     g = Graph(2, 4)
@@ -99,8 +99,8 @@ def test_task_report_facts_name_units_and_signs():
     confirmation rule."""
     import html
 
+    from rmtbase.circuits.core.metric import METRICS
     from rmtbase.circuits.task.confirm import RULE_IN_CONTEXT
-    from rmtbase.circuits.task.metric import METRICS
     from rmtbase.report.task_report import METRIC_UNITS, _facts
 
     assert set(METRIC_UNITS) == set(METRICS)

@@ -56,9 +56,9 @@ def trims(monkeypatch):
 
 
 def test_find_circuits_trims_once_it_returns(monkeypatch, trims):
-    from rmtbase.circuits import find as F
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits import run as R
+    from rmtbase.circuits.head import find as F
+    from rmtbase.circuits.head import run as R
 
     found = xr.Dataset(attrs={"found": 1})
     monkeypatch.setattr(F, "check_composition", lambda comp: None)

@@ -179,3 +179,32 @@ def test_scoring_no_arrow_up():
             if b is not None and SCORING_LEVEL[b] > SCORING_LEVEL[a]:
                 bad.append(f"{mod} -> {dep}")
     assert not bad, "scoring stages import a later stage:\n" + "\n".join(sorted(bad))
+
+
+#: ``rmtbase.circuits``' sub-packages and those each may import: the engine (``core``) imports
+#: neither front end, each front end the engine, and the front ends not each other
+#: (CONTRIBUTING.md); the package's ``__init__`` re-exports them all.
+CIRCUITS = {"core": {"core"}, "head": {"core", "head"}, "task": {"core", "task"}}
+
+
+def _circuits_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["rmtbase", "circuits"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_circuits_modules_live_in_the_core_or_a_front_end():
+    loose = [m for m in _graph() if _circuits_part(m) not in (None, "__init__", *CIRCUITS)]
+    assert not loose, f"circuits modules outside core/, head/, task/: {sorted(loose)}"
+
+
+def test_circuits_front_ends_stand_on_the_core_alone():
+    bad = []
+    for mod, deps in _graph().items():
+        a = _circuits_part(mod)
+        if a not in CIRCUITS:
+            continue
+        bad += [f"{mod} -> {dep}" for dep in deps
+                if _circuits_part(dep) is not None and _circuits_part(dep) not in CIRCUITS[a]]
+    assert not bad, "circuits imports against core <- head, task:\n" + "\n".join(sorted(bad))

@@ -85,12 +85,12 @@ def test_gguf_load_equals_transformers_plain_path_and_parses_the_header_once(tmp
 
 def test_probe_and_circuits_share_the_loader_and_a_loaded_model_is_not_loaded_again(
         tmp_path, monkeypatch):
-    """circuits.model.load_model and probe.run.load go through loader.load (one
+    """circuits.core.loader.load_model and probe.run.load go through loader.load (one
     AutoModel.from_pretrained each, the same weights); a Loaded given to probe_model and
     find_circuits' loader loads nothing, and the probe of it equals the probe of the folder."""
     from _probe_models import TEXT, llama
 
-    from rmtbase.circuits.model import load_model
+    from rmtbase.circuits.core.loader import load_model
     from rmtbase.probe import probe_model
     from rmtbase.probe.loader import Loaded, load
     from rmtbase.probe.run import load as probe_load

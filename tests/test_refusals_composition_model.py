@@ -42,7 +42,7 @@ def models(tmp_path_factory):
 @pytest.fixture
 def no_search(monkeypatch):
     """The search's work (capturing the sequences) fails the test if it starts."""
-    from rmtbase.circuits import run
+    from rmtbase.circuits.head import run
 
     def forbidden(*a, **k):
         raise AssertionError("the search started")
@@ -66,8 +66,8 @@ def test_the_composition_of_the_model_itself_passes_the_check(models):
     naming that head."""
     import torch
 
-    from rmtbase.circuits.fingerprint import NORM_TOLERANCE, check_composition, head_norms
-    from rmtbase.circuits.heads import HeadModel
+    from rmtbase.circuits.core.fingerprint import NORM_TOLERANCE, check_composition, head_norms
+    from rmtbase.circuits.core.heads import HeadModel
 
     a, _, comp = models
     hm = HeadModel(a)
@@ -92,7 +92,8 @@ def test_the_composition_of_the_model_itself_passes_the_check(models):
     ({"receivers_of_interest": [(1, True)]}, "receivers_of_interest: "),
 ])
 def test_find_circuits_checks_k_and_seed_before_loading(models, monkeypatch, kw, match):
-    from rmtbase.circuits import find_circuits, model
+    from rmtbase.circuits import find_circuits
+    from rmtbase.circuits.core import loader as model
 
     def no_load(*a, **k):
         raise AssertionError("the model was loaded before the arguments were checked")

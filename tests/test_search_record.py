@@ -1,4 +1,4 @@
-"""The circuit search's settings travel as one record, :class:`rmtbase.circuits.find.Search`:
+"""The circuit search's settings travel as one record, :class:`rmtbase.circuits.head.find.Search`:
 ``rmtbase circuits`` and ``rmtbase score --composition --probe`` build it from their options
 (an option not given keeps the record's default), a :class:`rmtbase.pipeline.ScoreRequest`
 carries it, and the very object reaches :func:`rmtbase.circuits.find_circuits` (the search's
@@ -16,9 +16,9 @@ from rmtbase.errors import InputError
 
 @pytest.fixture
 def seen(monkeypatch):
-    """The (search record, progress) each :func:`rmtbase.circuits.run.run_circuits` call gets;
+    """The (search record, progress) each :func:`rmtbase.circuits.head.run.run_circuits` call gets;
     the call then stops with :class:`_Stop` before any work."""
-    import rmtbase.circuits.run as R
+    import rmtbase.circuits.head.run as R
 
     got = []
 
@@ -48,7 +48,7 @@ def test_the_request_carries_the_search_and_the_search_gets_that_object(monkeypa
     import rmtbase.pipeline.run as P
     import rmtbase.probe.loader as loader
     import rmtbase.scoring.composition.run as C
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.pipeline import Prepared, ScoreRequest
     from rmtbase.scoring.settings import CompositionSettings
 
@@ -66,7 +66,7 @@ def test_the_request_carries_the_search_and_the_search_gets_that_object(monkeypa
 
 
 def test_a_request_without_a_search_gets_the_records_defaults_with_its_seed_and_text():
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.pipeline import ScoreRequest
     from rmtbase.scoring.settings import CompositionSettings, ScoreSettings
 
@@ -87,7 +87,7 @@ def test_a_request_without_a_search_gets_the_records_defaults_with_its_seed_and_
     (dict(composition=True, probe=True, search={"k": 2}), "search must be a"),
 ])
 def test_a_search_the_run_cannot_use_is_refused_in_one_line(kw, message):
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.pipeline import ScoreRequest
     from rmtbase.scoring.settings import CompositionSettings
 
@@ -109,7 +109,7 @@ def _args(argv):
 def test_the_circuits_command_builds_the_record_from_what_is_given():
     """No option given: the record's defaults (the help states them: held equal here); each
     option given sets its field, in the form the record holds."""
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.cli.circuits import search_of
 
     plain = search_of(_args(["circuits", "m", "--quiet"]))
@@ -126,7 +126,7 @@ def test_the_circuits_command_builds_the_record_from_what_is_given():
 
 
 def test_the_help_states_the_records_defaults():
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
@@ -144,7 +144,7 @@ def test_the_score_command_builds_the_search_with_its_seed_and_text(tmp_path):
     """``score --composition --probe``: the request's search has the score's --seed, --text
     and --repeat-length; without --composition --probe there is none, and --repeat-length
     alone is refused in one line."""
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.cli.score_checks import Plan, checked, request_of
     from rmtbase.scoring.settings import ScoreSettings
 

@@ -2,7 +2,7 @@
 
 ``score_model``/``score_heads`` (:class:`ScoreSettings`), ``composition``
 (:class:`CompositionSettings`), ``score_components`` (:class:`ComponentSettings`),
-``find_circuits`` (:class:`rmtbase.circuits.find.Search`) and ``score_collection``
+``find_circuits`` (:class:`rmtbase.circuits.head.find.Search`) and ``score_collection``
 (:class:`rmtbase.baseline.sweep.Dispatch`): a keyword call and the same values as a record
 reach the internals as the same checked record (captured where the work would start), a
 keyword overrides the record's field, and an unknown keyword is Python's TypeError."""
@@ -133,8 +133,8 @@ def test_score_components_record_equals_keywords(monkeypatch):
 def test_find_circuits_search_record_and_aliases(monkeypatch):
     import xarray as xr
 
-    import rmtbase.circuits.run as R
-    from rmtbase.circuits.find import Search
+    import rmtbase.circuits.head.run as R
+    from rmtbase.circuits.head.find import Search
 
     comp = xr.Dataset({"composition": (("kind", "layer_from", "head_from", "layer_to",
                                         "head_to"), np.zeros((3, 3, 2, 3, 2)))})

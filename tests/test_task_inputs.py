@@ -183,8 +183,8 @@ def test_the_task_reader_returns_pairs_or_one_input_error(tmp_path, rec):
     ([1, 2], "a list of edge names"),
 ])
 def test_a_bad_circuit_file_is_one_line(tmp_path, doc, match):
+    from rmtbase.circuits.core.graph import Graph
     from rmtbase.circuits.task.export import read_circuit, read_circuit_file
-    from rmtbase.circuits.task.graph import Graph
 
     p = tmp_path / "c.json"
     p.write_text(json.dumps(doc))
@@ -212,8 +212,8 @@ def test_a_circuit_file_of_huge_numbers_or_deep_nesting_is_one_line(tmp_path):
                                                               "nope"]),
                                              st.fixed_dictionaries({"in_graph": _VALUE}))})))
 def test_the_circuit_reader_returns_edges_or_one_input_error(tmp_path, doc):
+    from rmtbase.circuits.core.graph import Graph
     from rmtbase.circuits.task.export import read_circuit
-    from rmtbase.circuits.task.graph import Graph
 
     p = tmp_path / "prop.json"
     p.write_text(json.dumps(doc))
@@ -248,8 +248,8 @@ def test_a_composition_of_another_model_of_the_same_shape_is_refused():
     refused."""
     import xarray as xr
 
-    from rmtbase.circuits.fingerprint import head_norms
-    from rmtbase.circuits.task.forward import TaskModel
+    from rmtbase.circuits.core.fingerprint import head_norms
+    from rmtbase.circuits.core.forward import TaskModel
     from rmtbase.circuits.task.weights import head_edge_columns
 
     mine, other = TaskModel(_gpt2(0)), TaskModel(_gpt2(1))

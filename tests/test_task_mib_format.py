@@ -18,8 +18,16 @@ torch = pytest.importorskip("torch")
 
 from _eap_ig import eap_graph  # noqa: E402
 
+from rmtbase.circuits.core.graph import (  # noqa: E402
+    Graph,
+    head_name,
+    parse,
+    receiver_hook,
+    sender_hook,
+    split_receiver,
+)
 from rmtbase.circuits.task.export import circuit_json, read_circuit  # noqa: E402
-from rmtbase.circuits.task.graph import Graph  # noqa: E402
+from rmtbase.errors import InputError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +96,26 @@ def test_rmtbase_reads_the_circuit_eap_ig_writes(eap, tmp_path):
     want = sorted(n for n, e in theirs.edges.items() if e.in_graph)
     assert 0 < len(want) <= 12
     assert sorted(names[i] for i in np.flatnonzero(kept)) == want
+
+
+def test_every_name_is_its_nodes_and_reads_back():
+    """Each sender's and receiver's name parses to its node and that node names it again; the
+    other namings (``L1H0``, TransformerLens hooks), written out by hand, are the node's."""
+    g = Graph(3, 4)
+    names = [*g.senders, *(r for st in g.stages for r in st.receivers)]
+    assert [parse(n).name for n in names] == names
+    assert split_receiver("a2.h3<k>") == ("a2.h3", "k") and split_receiver("m1") == ("m1", "")
+    assert parse("a12.h3").head_name == head_name(12, 3) == "L12H3"
+    assert sender_hook("input") == "blocks.0.hook_resid_pre"
+    assert sender_hook("a2.h3") == "blocks.2.attn.hook_result[3]"
+    assert sender_hook("m1") == "blocks.1.hook_mlp_out"
+    assert receiver_hook("a2.h3<k>", 3) == "blocks.2.hook_k_input[3]"
+    assert receiver_hook("m1", 3) == "blocks.1.hook_mlp_in"
+    assert receiver_hook("logits", 3) == "blocks.2.hook_resid_post"
+    for bad in ("a1.h", "a1.h0<x>", "m", "x1", "a1h0", "", "logits<q>", "a-1.h0"):
+        with pytest.raises(InputError, match="not a node"):
+            parse(bad)
+    with pytest.raises(InputError):
+        sender_hook("logits")
+    with pytest.raises(InputError):
+        receiver_hook("a1.h0", 3)

@@ -23,12 +23,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rmtbase.circuits.task.attribution import attribute  # noqa: E402
-from rmtbase.circuits.task.exact import patch_edges  # noqa: E402
+from rmtbase.circuits.core.attribution import attribute  # noqa: E402
+from rmtbase.circuits.core.exact import patch_edges  # noqa: E402
+from rmtbase.circuits.core.graph import Graph  # noqa: E402
+from rmtbase.circuits.core.runner import Runner  # noqa: E402
 from rmtbase.circuits.task.export import auto_circuit_name  # noqa: E402
-from rmtbase.circuits.task.graph import Graph  # noqa: E402
 from rmtbase.circuits.task.nonorm import NoNormModel, NoNormWeights  # noqa: E402
-from rmtbase.circuits.task.runner import Runner  # noqa: E402
 from rmtbase.circuits.task.taskfile import Task  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 from rmtbase.studies._circuit_measures import auc  # noqa: E402
@@ -309,7 +309,7 @@ def test_auc_is_roc_auc():
 
 @pytest.mark.parametrize("name", ["logit_diff", "logprob", "kl"])
 def test_metric_over_positions_is_the_mean_of_each_positions(name):
-    from rmtbase.circuits.task.metric import metric
+    from rmtbase.circuits.core.metric import metric
 
     rng = np.random.default_rng(7)
     n, p = 4, 3

@@ -2,17 +2,17 @@
 (weights, first-order attribution) and confirmed or not by path patching, directly and through
 the MLPs (docs/path-patching.md).
 
-:func:`find_circuits` (rule: :mod:`.find`) returns an ``xr.Dataset`` along ``candidate``
-(:mod:`.table`), :func:`circuit_list` its JSON objects. Importing this package does not import
+:func:`find_circuits` (rule: :mod:`.head.find`) returns an ``xr.Dataset`` along ``candidate``
+(:mod:`.head.table`), :func:`circuit_list` its JSON objects. Importing this package does not import
 torch or transformers."""
 
-from .heads import HeadModel
-from .labels import LABELS, THRESHOLD, head_name, label_heads
-from .patching import Patcher
-from .probe import probe_heads
-from .run import find_circuits
-from .sequences import Sequences, repeat_lengths, repeated_sequences, repeated_tokens
-from .table import circuit_list
+from .core.heads import HeadModel
+from .core.receiver import Patcher
+from .head.labels import LABELS, THRESHOLD, head_name, label_heads
+from .head.probe import probe_heads
+from .head.run import find_circuits
+from .head.sequences import Sequences, repeat_lengths, repeated_sequences, repeated_tokens
+from .head.table import circuit_list
 
 __all__ = ["LABELS", "THRESHOLD", "HeadModel", "Patcher", "Sequences", "circuit_list",
            "find_circuits", "head_name", "label_heads", "probe_heads", "repeat_lengths",

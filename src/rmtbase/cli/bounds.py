@@ -28,7 +28,7 @@ from ..checks import (
 )
 from ..errors import InputError
 
-#: The shortest repeat length (rmtbase.circuits.sequences.MIN_REPEAT; kept equal by tests).
+#: The shortest repeat length (rmtbase.circuits.head.sequences.MIN_REPEAT; kept equal by tests).
 MIN_REPEAT = 3
 
 

@@ -1,7 +1,7 @@
 """``rmtbase circuits MODEL``: the circuit search alone (:func:`rmtbase.circuits.find_circuits`;
 output :mod:`rmtbase.report.circuits_report`), every option checked before the model is read.
 
-The options build the search's settings record, :class:`rmtbase.circuits.find.Search`
+The options build the search's settings record, :class:`rmtbase.circuits.head.find.Search`
 (:func:`search_of`), and the composition's,
 :class:`rmtbase.scoring.settings.CompositionSettings`, which reach the library as they are; an
 option not given is left to its record's default (the defaults the help states are the
@@ -102,7 +102,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-#: --mlp-paths' words and the :attr:`rmtbase.circuits.find.Search.mlp_paths` each stands for.
+#: --mlp-paths' words and the :attr:`rmtbase.circuits.head.find.Search.mlp_paths` each stands for.
 MLP_PATHS = {"auto": "auto", "on": True, "off": False}
 
 #: Start-up check (rmtbase.cli): an --out that is a file, refused before the imports.
@@ -110,11 +110,11 @@ early = output.early_out
 
 
 def search_of(args, **fields):
-    """The :class:`rmtbase.circuits.find.Search` of the options (``rmtbase circuits``'s, or
+    """The :class:`rmtbase.circuits.head.find.Search` of the options (``rmtbase circuits``'s, or
     ``score --composition --probe``'s: those it lacks are not given), checked when built; an
     option not given keeps the record's default. ``fields``: further fields (the score's
     ``seed`` and ``text``)."""
-    from ..circuits.find import Search
+    from ..circuits.head.find import Search
 
     given = {"k": getattr(args, "k", None), "seed": getattr(args, "seed", None),
              "lengths": args.repeat_length, "text": getattr(args, "text", None),
@@ -130,13 +130,13 @@ def search_of(args, **fields):
 
 def check(args, search) -> dict:
     """Every option against the model's config, before any work (``search``: the options'
-    :class:`~rmtbase.circuits.find.Search`): the family
-    (:func:`rmtbase.circuits.families.check_family`), the receivers and layers against the
+    :class:`~rmtbase.circuits.head.find.Search`): the family
+    (:func:`rmtbase.circuits.core.families.check_family`), the receivers and layers against the
     model's size, the repeat lengths."""
     from types import SimpleNamespace
 
-    from ..circuits.families import check_family, text_config
-    from ..circuits.sequences import repeat_lengths
+    from ..circuits.core.families import check_family, text_config
+    from ..circuits.head.sequences import repeat_lengths
     from ..models.loading import model_config, model_info
 
     cfg = model_config(args.model)
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     if task_only:
         raise InputError(f"{task_only[0]} needs --task FILE")
     if getattr(args, "counterfactual", None) is not None:
-        from ..circuits.counterfactual import check_kind
+        from ..circuits.core.counterfactual import check_kind
 
         check_kind(args.counterfactual)  # corrupted needs a task's pairs
     check_local(args.model)
@@ -212,7 +212,7 @@ def on_receiver(args) -> dict:
     the end, and summary.txt holds every line whole."""
     if getattr(args, "json", False) or getattr(args, "quiet", False):
         return {}
-    from ..circuits.counterfactual import DEFAULT_ABLATION
+    from ..circuits.core.counterfactual import DEFAULT_ABLATION
     from ..progress import message
     from ..report.circuit_lines import TERMINAL_WIDTH, fit_rows, receiver_lines
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 import time
 
-#: :data:`rmtbase.circuits.task.metric.METRICS` and
-#: :data:`rmtbase.circuits.task.runner.COUNTERFACTUALS`, written out so that ``--help`` imports
+#: :data:`rmtbase.circuits.core.metric.METRICS` and
+#: :data:`rmtbase.circuits.core.runner.COUNTERFACTUALS`, written out so that ``--help`` imports
 #: neither numpy nor the circuit package (tests/test_circuits_task.py holds them equal).
 METRICS = ("logit_diff", "logprob", "kl")
 COUNTERFACTUALS = ("corrupted", "mean", "resample", "zero")

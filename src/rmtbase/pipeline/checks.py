@@ -62,8 +62,8 @@ def check_composition(model, revision, settings, allow_pickle: bool, quiet: bool
 
 
 def _patched():
-    """Path patching's families, as config ``model_type`` (rmtbase.circuits.families)."""
-    from ..circuits.families import SUPPORTED
+    """Path patching's families, as config ``model_type`` (rmtbase.circuits.core.families)."""
+    from ..circuits.core.families import SUPPORTED
 
     return SUPPORTED
 
@@ -85,8 +85,8 @@ def _check_lengths(cfg: dict, spec) -> None:
     before any work."""
     from types import SimpleNamespace
 
-    from ..circuits.families import text_config
-    from ..circuits.sequences import repeat_lengths
+    from ..circuits.core.families import text_config
+    from ..circuits.head.sequences import repeat_lengths
     from ..errors import InputError
 
     tc = text_config(cfg)
@@ -101,11 +101,11 @@ def _check_lengths(cfg: dict, spec) -> None:
 def check_search(model, search, quiet: bool) -> dict:
     """{"patch": path patching runs, "text": the text probe runs, "model_type"} for the circuit
     search after a composition with the probe (``search``: its
-    :class:`~rmtbase.circuits.find.Search`, whose ``text`` is the text file asked for or None
+    :class:`~rmtbase.circuits.head.find.Search`, whose ``text`` is the text file asked for or None
     and ``lengths`` ``"auto"`` or the repeat lengths), before any work; notes on stderr unless
     ``quiet``. An encoder is labelled by the text probe and its circuits screened by weights
     only, said so."""
-    from ..circuits.families import check_family
+    from ..circuits.core.families import check_family
     from ..errors import InputError
     from ..models import default_model_path
     from ..models.loading import model_config

@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..scoring.settings import ComponentSettings, CompositionSettings, ScoreSettings
 
 if TYPE_CHECKING:  # numpy and xarray: imported where a search is built
-    from ..circuits.find import Search
+    from ..circuits.head.find import Search
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class ScoreRequest:
     (:class:`~rmtbase.scoring.settings.CompositionSettings`; None: no composition); probe: the
     text probe joined to the score and, with a composition, the circuit search; text: the probe's
     UTF-8 text file (None: the shipped English text); search: the circuit search's settings
-    (:class:`~rmtbase.circuits.find.Search`, reaching
+    (:class:`~rmtbase.circuits.head.find.Search`, reaching
     :func:`~rmtbase.circuits.find_circuits` as it is), only with a composition and the probe;
     None there: the record's defaults with the score's seed and the probe's ``text`` (without
     a text the search patches on repeated random tokens at ``Search.lengths``). A search
@@ -94,15 +94,15 @@ class ScoreRequest:
         searched = self.composition is not None and self.probe
         if self.search is None:
             if searched:
-                from ..circuits.find import Search
+                from ..circuits.head.find import Search
 
                 object.__setattr__(self, "search", Search(seed=self.settings.seed,
                                                           text=self.text))
             return
-        from ..circuits.find import Search
+        from ..circuits.head.find import Search
 
         if not isinstance(self.search, Search):
-            raise InputError(f"search must be a circuits.find.Search or None, got "
+            raise InputError(f"search must be a circuits.head.find.Search or None, got "
                              f"{self.search!r}")
         if not searched:
             raise InputError("search: the circuit search runs with a composition and the "

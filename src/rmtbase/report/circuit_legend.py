@@ -10,7 +10,7 @@ from . import circuit_text as T
 
 def rule(meta: dict | None = None, rows=()) -> str:
     """The confirmation rule in words, with the counterfactual it was applied under."""
-    from ..circuits import find as F
+    from ..circuits.head import find as F
 
     m = dict(meta or {})
     ablation = T.ablation_of(m, rows)

@@ -1,6 +1,6 @@
 """Each induction circuit's output loss as the head search says it: a line, a table row and
 the legend's line, of ``circuits.nc``'s variables along ``circuit``
-(:mod:`rmtbase.circuits.output_loss`)."""
+(:mod:`rmtbase.circuits.head.output_loss`)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def _name(layer, head) -> str:
 
 
 def _label_of_metric(metric) -> str:
-    from ..circuits.labels import STATISTIC
+    from ..circuits.head.labels import STATISTIC
 
     back = {v: k for k, v in STATISTIC.items()}
     return back.get(str(metric), "")

@@ -29,23 +29,26 @@ INPUT_OFFSET = {"q": -0.25, "k": 0.0, "v": 0.25}
 def node_xy(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
     """Where node ``name`` (``input``, ``a{l}.h{h}``, ``m{l}``, ``logits``; a receiver's
     ``<q>``, ``<k>``, ``<v>`` shifts it by :data:`INPUT_OFFSET`) is drawn."""
-    node, _, x = name.partition("<")
+    from ..circuits.core.graph import parse
+
+    node = parse(name)
     mid = (n_heads - 1) / 2
-    if node == "input":
+    if node.kind == "input":
         return -1.0, mid
-    if node == "logits":
+    if node.kind == "logits":
         return float(n_layers), mid
-    if node.startswith("m"):
-        return int(node[1:]) + 0.5, n_heads + 0.5
-    layer, head = node[1:].split(".h")
-    return float(layer), int(head) + INPUT_OFFSET.get(x.rstrip(">"), 0.0)
+    if node.kind == "mlp":
+        return node.layer + 0.5, n_heads + 0.5
+    return float(node.layer), node.head + INPUT_OFFSET.get(node.input, 0.0)
 
 
 def plot_task_circuit(graph, kept, score, ax=None, *, top: int = 150, title: str = ""):
     """The edges of ``kept`` (``(n_edges,)`` bool over ``graph``,
-    :class:`rmtbase.circuits.task.graph.Graph`) with their ``score``; of a larger circuit
+    :class:`rmtbase.circuits.core.graph.Graph`) with their ``score``; of a larger circuit
     the ``top`` of largest ``|score|`` are drawn (the title says how many of how many)."""
     from matplotlib.collections import LineCollection
+
+    from ..circuits.core.graph import split_receiver
 
     ax = figure_axes(ax)
     kept = np.asarray(kept, dtype=bool)
@@ -60,7 +63,7 @@ def plot_task_circuit(graph, kept, score, ax=None, *, top: int = 150, title: str
         segs.append([node_xy(s, L, H), node_xy(r, L, H)])
         colours.append(SUPPORT if score[i] > 0 else AGAINST)
         widths.append(0.4 + 3.0 * abs(score[i]) / (big or 1.0))
-        for n in (s, r.partition("<")[0]):
+        for n in (s, split_receiver(r)[0]):
             weight[n] = weight.get(n, 0.0) + abs(float(score[i]))
     nodes = set(weight)
     ax.add_collection(LineCollection(segs, colors=colours, linewidths=widths, alpha=0.7))
@@ -112,7 +115,7 @@ def name_nodes(ax, weight: dict, n_layers: int, n_heads: int) -> int:
 
 def plot_faithfulness(curve: dict, n_edges: int, ax=None, *, label: str = "ranked edges",
                       colour=None, losses: dict | None = None):
-    """The faithfulness curve (:func:`rmtbase.circuits.task.faithfulness.curve`): ``f`` of
+    """The faithfulness curve (:func:`rmtbase.circuits.core.faithfulness.curve`): ``f`` of
     the top ``k`` edges against ``k`` (log scale, ``k = 0`` at the left edge), the target as
     a dashed line and the smallest circuit reaching it as a dotted one; ``losses`` (the output
     losses of the reported circuit) as a note at the lower right. Call again on the same

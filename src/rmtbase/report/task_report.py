@@ -106,6 +106,8 @@ def _patched_table(s: dict):
 def _circuit_table(res: dict):
     import pandas as pd
 
+    from ..circuits.core.graph import split_receiver
+
     g, kept = res["tm"].graph, np.asarray(res["kept"], dtype=bool)
     score, se = res["score"], res["se"]
     idx = np.flatnonzero(kept)
@@ -113,9 +115,9 @@ def _circuit_table(res: dict):
     rows = []
     for i in idx:
         s, r = g.edge(int(i))
-        node, _, x = r.partition("<")
+        node, x = split_receiver(r)
         ex = res["exact"].get(int(i))
-        rows.append({"sender": s, "receiver": node, "input": x.rstrip(">") or "",
+        rows.append({"sender": s, "receiver": node, "input": x,
                      "attribution": float(score[i]), "se": float(se[i]),
                      "exact": ex[0] if ex else float("nan")})
     return pd.DataFrame(rows, columns=["sender", "receiver", "input", "attribution", "se",

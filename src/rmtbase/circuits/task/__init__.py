@@ -4,12 +4,12 @@ scored by attribution and exact patching, circuits scored by faithfulness and wr
 field's formats; a transformer without norms given as plain weights (tracr's) runs on the same
 graph (:mod:`.nonorm`). Importing this package does not import torch."""
 
+from ..core.forward import TaskModel
+from ..core.graph import Graph
+from ..core.metric import METRICS
+from ..core.runner import COUNTERFACTUALS
 from .export import auto_circuit_name, circuit_json, read_circuit
-from .forward import TaskModel
-from .graph import Graph
-from .metric import METRICS
 from .nonorm import NoNormModel, NoNormWeights
-from .runner import COUNTERFACTUALS
 from .search import evaluate, find_task_circuit, write_outputs
 from .taskfile import Task, induction_task, read_task
 

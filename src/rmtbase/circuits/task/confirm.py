@@ -1,21 +1,21 @@
-"""Which exactly patched edges of a task are confirmed: the head search's rule
-(:func:`rmtbase.circuits.find.passes`, :func:`~rmtbase.circuits.find.keeps`). An edge's
-``δ = m(M) − m(M ∖ e)`` is confirmed when ``|δ| ≥ 3 se`` and ``≥ 10 %`` of ``|m(M) − m(∅)|`` on
-at least :data:`~rmtbase.circuits.find.MIN_SEQUENCES` pairs, and the other counterfactual
-(:data:`OTHER`), measured only where the first part passes, keeps half of ``δ`` with its sign;
-where it does not, ``depends`` says ``zero`` (an edge only zero ablation shows is not an edge:
-Heimersheim & Nanda 2024, arXiv:2404.15255) or ``counterfactual``. In context (``within`` a
-circuit ``C``, :func:`.exact.patch_edges`), ``δ = m(C) − m(C ∖ e)`` under both
-counterfactuals."""
+"""Which exactly patched edges of a task are confirmed: the rule of :mod:`..core.rule`
+(:func:`~..core.rule.passes`, :func:`~..core.rule.keeps`), as the head search applies it.
+An edge's ``δ = m(M) − m(M ∖ e)`` is confirmed when ``|δ| ≥ 3 se`` and ``≥ 10 %`` of
+``|m(M) − m(∅)|`` on at least :data:`~..core.rule.MIN_SEQUENCES` pairs, and the other
+counterfactual (:data:`OTHER`), measured only where the first part passes, keeps half of ``δ``
+with its sign; where it does not, ``depends`` says ``zero`` (an edge only zero ablation shows is
+not an edge: Heimersheim & Nanda 2024, arXiv:2404.15255) or ``counterfactual``. In context
+(``within`` a circuit ``C``, :func:`..core.exact.patch_edges`), ``δ = m(C) − m(C ∖ e)`` under
+both counterfactuals."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import find
-from ..counterfactual import TASK_OTHER
-from .exact import patch_edges
-from .runner import Runner
+from ..core import rule
+from ..core.counterfactual import TASK_OTHER
+from ..core.exact import patch_edges
+from ..core.runner import Runner
 
 #: The counterfactual that checks each one.
 OTHER = TASK_OTHER
@@ -30,8 +30,8 @@ def confirm(runner: Runner, edges, effect, se, behaviour: float, within=None,
     context; ``require_other`` False: the other is reported, not required."""
     edges = [int(e) for e in edges]
     effect, se = np.asarray(effect, dtype=np.float64), np.asarray(se, dtype=np.float64)
-    enough = runner.task.n >= find.MIN_SEQUENCES
-    first = [enough and find.passes(a, b, behaviour, True) for a, b in zip(effect, se,
+    enough = runner.task.n >= rule.MIN_SEQUENCES
+    first = [enough and rule.passes(a, b, behaviour, True) for a, b in zip(effect, se,
                                                                          strict=True)]
     other = OTHER[runner.counterfactual]
     check = np.full(len(edges), np.nan)
@@ -40,10 +40,10 @@ def confirm(runner: Runner, edges, effect, se, behaviour: float, within=None,
         r2 = Runner(runner.tm, runner.task, metric=runner.metric, counterfactual=other,
                     batch=runner.batch, progress=runner.progress)
         check[idx] = patch_edges(r2, [edges[i] for i in idx], within=within)[0]
-    floor = find.floor_of(behaviour, True)
+    floor = rule.floor_of(behaviour, True)
     out = {}
     for i, e in enumerate(edges):
-        kept = find.keeps(effect[i], check[i], floor)
+        kept = rule.keeps(effect[i], check[i], floor)
         ok = bool(first[i]) and (kept or not require_other)
         depends = None
         if first[i] and not ok:
@@ -55,10 +55,10 @@ def confirm(runner: Runner, edges, effect, se, behaviour: float, within=None,
 
 def stop_rule(behaviour: float, n_pairs: int):
     """:func:`.prune.prune`'s ``stop``: every live ``δ`` of the behaviour's sign and past the
-    rule's first part (:func:`~rmtbase.circuits.find.passes`) on ≥ 8 pairs."""
+    rule's first part (:func:`~..core.rule.passes`) on ≥ 8 pairs."""
     def stop(d, se) -> bool:
-        return n_pairs >= find.MIN_SEQUENCES and len(d) > 0 and all(
-            x * behaviour > 0 and find.passes(x, s, behaviour, True)
+        return n_pairs >= rule.MIN_SEQUENCES and len(d) > 0 and all(
+            x * behaviour > 0 and rule.passes(x, s, behaviour, True)
             for x, s in zip(d, se, strict=True))
     return stop
 

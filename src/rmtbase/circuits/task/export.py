@@ -4,7 +4,7 @@
 reads it; Mueller et al. 2025, arXiv:2504.13151): ``{"cfg": {"n_layers", "n_heads",
 "parallel_attn_mlp", "d_model"}, "nodes": {name: {"in_graph"}}, "edges":
 {"a0.h1->a1.h0<k>": {"score", "in_graph"}, …}}`` with every node and edge of
-:class:`.graph.Graph` (``d_model`` where the graph knows it: EAP-IG's reader needs it).
+:class:`..core.graph.Graph` (``d_model`` where the graph knows it: EAP-IG's reader needs it).
 rmtbase adds, per edge, ``se``, ``exact``/``exact_se`` (where patched) and the TransformerLens hook
 names of its ends (``sender_hook``: ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``,
 ``blocks.0.hook_resid_pre``; ``receiver_hook``: ``blocks.L.hook_k_input[h]``,
@@ -27,7 +27,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from ...errors import InputError
-from .graph import Graph, receiver_hook, sender_hook
+from ..core.graph import Graph, parse, receiver_hook, sender_hook, split_receiver
 
 
 def _num(x):
@@ -57,7 +57,7 @@ def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None, columns=
         edges[name] = rec
         if kept[i]:
             in_nodes.add(s)
-            in_nodes.add(r.partition("<")[0])
+            in_nodes.add(split_receiver(r)[0])
     nodes = {n: {"in_graph": n in in_nodes} for n in g.nodes()}
     doc = {"cfg": g.cfg, "nodes": nodes, "edges": edges}
     if meta:
@@ -135,8 +135,7 @@ def read_circuit(path, g: Graph) -> np.ndarray:
 def _kept_edges(g: Graph, kept):
     for i in np.flatnonzero(kept):
         s, r = g.edge(int(i))
-        node, _, x = r.partition("<")
-        yield int(i), s, node, x.rstrip(">")
+        yield int(i), s, *split_receiver(r)
 
 
 def dot(g: Graph, kept, score) -> str:
@@ -175,7 +174,7 @@ def graphml(g: Graph, kept, score) -> str:
 
 
 def auto_circuit_name(name: str) -> str:
-    """Edge ``name`` (``sender->receiver``, :meth:`.graph.Graph.edge_names`) as auto-circuit's
+    """Edge ``name`` (``sender->receiver``, :meth:`..core.graph.Graph.edge_names`) as auto-circuit's
     factorised graph with separate q, k, v inputs names it: ``input`` ↔ ``Resid Start``,
     ``a{l}.h{h}`` ↔ ``A{l}.{h}``, ``m{l}`` ↔ ``MLP {l}``, ``logits`` ↔ ``Resid End``, and a
     head's input ``<q>``, ``<k>``, ``<v>`` ↔ the suffix ``.Q``, ``.K``, ``.V`` of the receiving
@@ -183,22 +182,7 @@ def auto_circuit_name(name: str) -> str:
     s, sep, r = name.partition("->")
     if not sep:
         raise InputError(f"an edge name is sender->receiver, got {name!r}")
-    node, _, x = r.partition("<")
-    suffix = f".{x.rstrip('>').upper()}" if x else ""
-    return f"{_ac_node(s)}->{_ac_node(node)}{suffix}"
-
-
-def _ac_node(n: str) -> str:
-    if n == "input":
-        return "Resid Start"
-    if n == "logits":
-        return "Resid End"
-    if n.startswith("a") and ".h" in n:
-        layer, head = n[1:].split(".h")
-        return f"A{int(layer)}.{int(head)}"
-    if n.startswith("m") and n[1:].isdigit():
-        return f"MLP {int(n[1:])}"
-    raise InputError(f"{n!r} is not a node of the task graph")
+    return f"{parse(s).auto_circuit}->{parse(r).auto_circuit}"
 
 
 __all__ = ["auto_circuit_name", "circuit_json", "dot", "graphml", "read_circuit",

@@ -1,13 +1,13 @@
 """A task's output losses, ``−log p(answer)`` (nats; the ``logprob`` metric negated), mean and
 se over prompts: the full model, the circuit alone, the circuit removed, every edge removed;
-what a circuit keeps of the prediction, as the head search's :mod:`..output_loss`."""
+what a circuit keeps of the prediction, as the head search's :mod:`..head.output_loss`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..se import mean_se
-from .runner import Runner
+from ..core.runner import Runner
+from ..core.se import mean_se
 
 #: What the losses are (the summary's ``output_losses.unit``).
 LOSS_UNIT = "nats: -log p(answer), mean and se over the scored prompts"

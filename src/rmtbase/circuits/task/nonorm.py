@@ -1,12 +1,12 @@
-"""A transformer without norms, given as plain weights, on the task graph (:mod:`.graph`).
+"""A transformer without norms, given as plain weights, on the task graph (:mod:`..core.graph`).
 
 Compiled transformers (tracr, Lindner et al. 2023, arXiv:2301.05062) have no layer norms, ReLU
 MLPs, learned token and position embeddings and a linear unembedding. :class:`NoNormWeights`
 holds such a model as arrays in TransformerLens's layout (:meth:`NoNormWeights
 .from_state_dict` reads a ``HookedTransformer`` state dict saved as plain arrays, e.g. an
 ``.npz``; rmtbase does not import TransformerLens), and :class:`NoNormModel` runs it through
-:meth:`.forward.TaskModel.run`, so the search (attribution, exact patching, faithfulness) takes
-it as it takes a transformers model. The forward, for ids ``t`` ``(n, T)``:
+:meth:`..core.forward.TaskModel.run`, so the search (attribution, exact patching,
+faithfulness) takes it as it takes a transformers model. The forward, for ids ``t`` ``(n, T)``:
 
     x⁰ = W_E[t] + W_pos[:T]
     z_h = softmax(q_h k_hᵀ / √d_h + mask) v_h,  q_h = x W_Q[l, h] + b_Q[l, h]  (k, v alike)
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from .forward import TaskModel
-from .graph import Graph
+from ..core.forward import TaskModel
+from ..core.graph import Graph
 
 #: Per-layer TransformerLens names (``blocks.{l}.…``) and the field each fills.
 _LAYER = {"attn.W_Q": "w_q", "attn.b_Q": "b_q", "attn.W_K": "w_k", "attn.b_K": "b_k",
@@ -135,7 +135,7 @@ def _identity(x):
 
 
 class _Heads:
-    """What :meth:`.forward.TaskModel.run` reads of :class:`rmtbase.circuits.heads.HeadModel`,
+    """What :meth:`~..core.forward.TaskModel.run` reads of :class:`~..core.heads.HeadModel`,
     for :class:`NoNormWeights` as torch tensors ``t``: no norm, per-head projections with
     biases, ``softmax(q kᵀ / √d_h + mask)``."""
 
@@ -180,10 +180,10 @@ class _Heads:
 
 class NoNormModel(TaskModel):
     """:class:`NoNormWeights` ``w`` on the task graph, in ``dtype`` (a torch dtype, float32 by
-    default): ``graph``, :meth:`embed`, :meth:`run` (:meth:`.forward.TaskModel.run`, sequential
-    blocks), :meth:`model_logits`, :meth:`check`. ``read_from``: None, the metric reads the
-    last position (logits ``(n, V)``); an int ``s``, it reads positions ``s … T − 1`` (logits
-    ``(n, T − s, V)``, answers ``(n, T − s)``, :func:`.metric.metric`), as auto-circuit's
+    default): ``graph``, :meth:`embed`, :meth:`run` (:meth:`~..core.forward.TaskModel.run`,
+    sequential blocks), :meth:`model_logits`, :meth:`check`. ``read_from``: None: the metric reads
+    the last position (logits ``(n, V)``); an int ``s``, it reads positions ``s … T − 1`` (logits
+    ``(n, T − s, V)``, answers ``(n, T − s)``, :func:`..core.metric.metric`), as auto-circuit's
     tracr tasks read every position after BOS (``s = 1``)."""
 
     def __init__(self, w: NoNormWeights, dtype=None, *, read_from: int | None = None):

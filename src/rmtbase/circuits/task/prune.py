@@ -4,14 +4,14 @@ circuit being built. From every edge kept (``C = M``) each round measures, for e
 metric) and removes the ``fraction`` with the smallest ``δ`` (one at a time below ``tail``
 edges). The removal order, reversed, ranks every edge, so each top ``k`` was itself measured
 as a circuit: ACDC's greedy pruning (Conmy et al. 2023, arXiv:2304.14997) without its
-threshold. The first round is every edge against the clean run (:mod:`.exact`); later rounds
+threshold. The first round is every edge against the clean run (:mod:`..core.exact`); later rounds
 see what a gradient at a saturated clean run cannot. ``stop``: the first round whose every ``δ``
 passes a rule marks a circuit (ACDC's, statistically stopped). Cost (:func:`plan`): about
 ``E / fraction + tail² / 2`` edge sets, each a pass over the prompts, each starting at the
 stage where it differs from the round's circuit.
 
 Where that is too many, :func:`prune_estimated` prunes on estimates: each round scores every
-edge of ``C`` by the integrated gradient in ``C``'s context (:func:`.attribution.attribute`
+edge of ``C`` by the integrated gradient in ``C``'s context (:func:`..core.attribution.attribute`
 with ``within``: the path from the counterfactual input to ``C``'s run, EAP-IG's estimate of
 ``δ_e``) and keeps the ``keep`` fraction that carries most; the first round, in the full
 model, is EAP-IG (Hanna et al. 2024). A round costs ``steps`` forward and backward passes,
@@ -24,9 +24,9 @@ import numpy as np
 from ...checks import check_int
 from ...errors import InputError
 from ...limits import MAX_COUNT
-from ..se import mean_se
-from .attribution import attribute
-from .runner import Runner
+from ..core.attribution import attribute
+from ..core.runner import Runner
+from ..core.se import mean_se
 
 #: Fraction of the circuit's edges removed per round while more than :data:`TAIL` are left.
 FRACTION = 0.1
@@ -186,7 +186,7 @@ def prune_estimated(runner: Runner, *, keep: float = KEEP, steps: int = STEPS,
     ⌊keep · n⌋)`` of its ``n`` live edges, by ``sign · δ`` (:func:`prune`'s ``sign``); the
     last removes the rest, the edge of largest ``sign · δ`` ranked first. ``say``: told each
     round's size; ``first``: the first round's ``(δ, se)`` where the caller holds them
-    (:func:`.attribution.attribute` with these ``steps``), not computed again."""
+    (:func:`..core.attribution.attribute` with these ``steps``), not computed again."""
     if not 0 < keep < 1:
         raise InputError(f"the kept fraction lies in (0, 1), got {keep!r}")
     steps = check_int("steps", steps, 1, MAX_COUNT)

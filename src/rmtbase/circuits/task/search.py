@@ -1,8 +1,8 @@
 """A task's circuit end to end: load the causal LM and its tokenizer, read the task, score
-every edge by attribution (:mod:`.attribution`), rank the edges by pruning in context
+every edge by attribution (:mod:`..core.attribution`), rank the edges by pruning in context
 (:mod:`.prune`: on exact patches where they fit a budget, else on integrated gradients, the
-top edges then patched exactly, :mod:`.exact`), draw the faithfulness curve
-(:mod:`.faithfulness`) of that ranking; the reported circuit is the smallest top-``k``
+top edges then patched exactly, :mod:`..core.exact`), draw the faithfulness curve
+(:mod:`..core.faithfulness`) of that ranking; the reported circuit is the smallest top-``k``
 reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of the
 confirmed edges is scored too (:mod:`.confirm`: the pruning's stopped circuit's edges, or
 beyond the budget the reported circuit's top edges, each in its circuit's context).
@@ -18,17 +18,19 @@ from pathlib import Path
 import numpy as np
 
 from ...checks import check_int, check_real
-from ...errors import InputError, ModelError
+from ...errors import InputError
 from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
+from ..core.attribution import attribute, default_steps
+from ..core.counterfactual import DEFAULT_TASK
+from ..core.exact import patch_edges
+from ..core.faithfulness import Scorer, curve, evaluate_kept, top_k
+from ..core.forward import TaskModel, config_graph
+from ..core.loader import load_causal_lm
+from ..core.runner import Runner
 from . import prune
-from .attribution import attribute, default_steps
 from .confirm import confirm_in_context, confirm_within, confirmation, stop_rule, verdict_row
-from .exact import patch_edges
-from .faithfulness import Scorer, curve, evaluate_kept, top_k
-from .forward import TaskModel, config_graph
 from .losses import LOSS_UNIT, output_losses
-from .runner import Runner
 from .taskfile import Task, check_task, read_records, tokenise
 from .weights import head_edge_columns, read_composition
 
@@ -43,84 +45,11 @@ HOLDOUT = 0.5
 MAX_HOLDOUT = 0.9
 
 
-def load_causal_lm(model, *, tokenizer: bool, before=None):
-    """(net, tokenizer or None, name): a transformers causal LM (eager attention, float32,
-    its unembedding kept) from a folder, a hub id, a ``.gguf`` file (:func:`_gguf_causal_lm`)
-    or a loaded ``PreTrainedModel``; the tokenizer is read only when ``tokenizer``.
-    ``before(config, tokenizer)``: called once, before the weights are read where they are
-    read here (a folder, a hub id)."""
-    before = before or (lambda config, tok: None)
-    if hasattr(model, "config") and hasattr(model, "forward"):
-        before(model.config, None)
-        return model.eval(), None, str(model.config.model_type)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ...probe.loader import has_tokenizer_files, locate, one_line
-
-    src, kw, name = locate(model, need_tokenizer=False)
-    if "gguf_file" in kw:
-        net, tok, name = _gguf_causal_lm(model, tokenizer=tokenizer)
-        before(net.config, tok)
-        return net, tok, name
-    from transformers import AutoConfig
-
-    from .forward import check_family
-
-    try:
-        config = AutoConfig.from_pretrained(src, **kw)
-    except Exception as exc:
-        raise ModelError(f"cannot read the config of {name}: {one_line(exc)}") from exc
-    check_family(config)  # before the weights are read
-    tok = None
-    if tokenizer:
-        if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
-            raise InputError(f"the task gives text and {name} has no tokenizer (tokenizer.json, "
-                             f"tokenizer.model or vocab.json + merges.txt); give token ids")
-        try:
-            tok = AutoTokenizer.from_pretrained(src, **kw)
-        except Exception as exc:  # transformers raises many kinds
-            raise ModelError(f"cannot load the tokenizer of {name}: {one_line(exc)}") from exc
-    before(config, tok)
-    try:
-        net = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager",
-                                                   dtype=torch.float32, **kw)
-    except Exception as exc:
-        raise ModelError(f"cannot load {name} as a causal LM: {one_line(exc)}") from exc
-    return net.eval(), tok, name
-
-
-def _gguf_causal_lm(path, *, tokenizer: bool):
-    """A GGUF file's causal LM: the probe's reader (de-quantised to float32, its tokenizer from
-    the file) with the unembedding tied to the embeddings, as the file's config says; a GGUF of
-    untied embeddings is refused (the reader does not keep its output matrix)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    from transformers.initialization import no_init_weights
-
-    from ...probe.loader import load as probe_load
-
-    got = probe_load(path, tokenizer="required" if tokenizer else "no")
-    base = got.net
-    if not getattr(base.config, "tie_word_embeddings", False):
-        raise InputError(f"{got.name}: task circuits read GGUF files whose unembedding is "
-                         f"the embedding matrix (tie_word_embeddings); give this model's folder")
-    with no_init_weights(), torch.device("meta"):  # the shell only: its weights are base's
-        net = AutoModelForCausalLM.from_config(base.config, attn_implementation="eager",
-                                               dtype=base.dtype)
-    setattr(net, net.base_model_prefix, base)
-    net.get_output_embeddings().weight = base.get_input_embeddings().weight
-    left = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
-    if left:
-        raise ModelError(f"{got.name}: the causal LM around the GGUF's model lacks {left[0]}")
-    return net.eval(), got.tokenizer, got.name
-
-
 def load(model, task, announce=None):
-    """(:class:`.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
+    """(:class:`..core.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
     task path or :class:`.taskfile.Task`; the graph forward checked against the model's.
     ``announce(config, task)``: called once the task is tokenised, before the weights are read
-    where :func:`load_causal_lm` can."""
+    where :func:`..core.loader.load_causal_lm` can."""
     from .taskfile import needs_tokenizer
     from .templates import resolve
 
@@ -175,7 +104,7 @@ def held_out(n: int, holdout: float) -> np.ndarray:
 
 @gives_heap_back
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
-                      counterfactual: str = "corrupted", top: int = 20, points: int = 24,
+                      counterfactual: str = DEFAULT_TASK, top: int = 20, points: int = 24,
                       steps: int | None = None, prune_steps: int = prune.STEPS,
                       batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
@@ -276,8 +205,9 @@ def _stage(text: str) -> None:
 
 @gives_heap_back
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
-             counterfactual: str = "corrupted", batch: int | None = None, progress: bool = False) -> dict:
-    """A circuit the user brings scored on ``task`` (:func:`.faithfulness.evaluate_kept`):
+             counterfactual: str = DEFAULT_TASK, batch: int | None = None,
+             progress: bool = False) -> dict:
+    """A circuit the user brings scored on ``task`` (:func:`..core.faithfulness.evaluate_kept`):
     ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
     from .export import read_circuit
 
@@ -346,4 +276,4 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
 
 
 __all__ = ["HOLDOUT", "KIND", "evaluate", "find_task_circuit", "held_out", "load",
-           "load_causal_lm", "split", "summary", "write_outputs"]
+           "split", "summary", "write_outputs"]

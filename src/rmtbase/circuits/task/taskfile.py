@@ -20,44 +20,18 @@ uniform segments of distinct ids), answer ``A[k]``, wrong an id outside ``A``.""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ...errors import InputError
 from ...limits import INT_CEILING, MAX_TASK_TOKENS
+from ..core.prompts import Task
 
 FIELDS = ("clean", "corrupted", "answer", "wrong")
 #: Most ids :func:`induction_task` permutes (two permutations of its pool a pair): a few
 #: seconds.
 PERMUTED_IDS = 2**28
-
-
-@dataclass(frozen=True)
-class Task:
-    """``clean``, ``corrupted`` ``(N, T)`` int64 token ids, ``answer``, ``wrong`` ``(N,)`` (or
-    ``(N, P)`` for a model whose metric reads ``P`` positions, :mod:`.nonorm`),
-    ``name`` (the file's stem) and ``source`` (its path or a description)."""
-
-    clean: np.ndarray
-    corrupted: np.ndarray
-    answer: np.ndarray
-    wrong: np.ndarray
-    name: str = "task"
-    source: str = ""
-
-    @property
-    def n(self) -> int:
-        return int(self.clean.shape[0])
-
-    @property
-    def length(self) -> int:
-        return int(self.clean.shape[1])
-
-    def subset(self, lo: int, hi: int) -> Task:
-        return Task(self.clean[lo:hi], self.corrupted[lo:hi], self.answer[lo:hi],
-                    self.wrong[lo:hi], self.name, self.source)
 
 
 def read_records(path) -> list[dict]:

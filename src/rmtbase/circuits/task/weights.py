@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
-from .graph import Graph
+from ..core.graph import Graph, parse
 
 #: The composition Dataset's variables read, and their names beside an edge.
 COLUMNS = {"composition_rank_source": "composition_rank", "composition_p": "composition_p",
@@ -51,14 +51,14 @@ def head_edge_columns(graph: Graph, composition) -> dict[int, dict]:
     """{edge number: {"composition_rank", "composition_p", "composition_q"}} for every
     head-to-head edge of ``graph``; refused where the composition's layers or heads are not
     the graph's, or (``graph.heads`` known) its heads' norms are not the model's
-    (:func:`rmtbase.circuits.fingerprint.check_composition`, as the head search checks)."""
+    (:func:`rmtbase.circuits.core.fingerprint.check_composition`, as the head search checks)."""
     ds = read_composition(composition)
     shape = (ds.sizes["layer_to"], ds.sizes["head_to"])
     if shape != (graph.n_layers, graph.n_heads):
         raise InputError(f"the composition is of {shape[0]} layers x {shape[1]} heads; this "
                          f"model has {graph.n_layers} x {graph.n_heads}")
     if getattr(graph, "heads", None) is not None:
-        from ..fingerprint import check_composition
+        from ..core.fingerprint import check_composition
 
         check_composition(graph.heads, ds)
     p_var = "composition_p_tail" if "composition_p_tail" in ds else "composition_p"
@@ -74,9 +74,8 @@ def head_edge_columns(graph: Graph, composition) -> dict[int, dict]:
         if st.kind != "attn":
             continue
         for ri, r in enumerate(st.receivers):
-            node, _, x = r.partition("<")
-            kind = kinds.index(x.rstrip(">"))
-            h2 = int(node.split(".h")[1])
+            node = parse(r)
+            kind, h2 = kinds.index(node.input), node.head
             for si in range(heads_from, st.n_senders):
                 l1, j = divmod(si - 1, graph.n_heads + 1)
                 if j == graph.n_heads:  # an MLP
@@ -97,8 +96,8 @@ def _num(x, name: str):
 def expected_false_confirmations(n_patched: int, n_prompts: int) -> float:
     """Of ``n_patched`` exactly patched edges with no effect, each measured on ``n_prompts``
     prompts, the expected number passing ``|effect| ≥ 3 se``
-    (:func:`rmtbase.circuits.find.false_rate`, as the head-behaviour search states it)."""
-    from ..find import false_rate
+    (:func:`rmtbase.circuits.core.rule.false_rate`, as the head-behaviour search states it)."""
+    from ..core.rule import false_rate
 
     return false_rate(n_prompts) * int(n_patched)
 

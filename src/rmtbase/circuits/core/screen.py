@@ -1,5 +1,5 @@
 """First-order (attribution) estimates of every earlier source's effect on a receiver; they
-rank sources for exact patching (:mod:`.patching`) and are never the reported effect.
+rank sources for exact patching (:mod:`.receiver`) and are never the reported effect.
 
 Attribution patching (Syed, Rager & Conmy 2023, arXiv:2310.10348; Nanda 2023): replacing a
 source's output ``o_S`` by its counterfactual ``o_cf`` (:mod:`.counterfactual`) in the residual
@@ -35,7 +35,7 @@ def statistic_weights(statistic: str, seqs):
     """``(W (N, T, T) float64, counts (N,))``: per sequence, ``statistic`` of a pattern ``A`` is
     ``Σ_ij A[i, j] W[i, j] / count`` over the probe's queries (content ``i ≥ 1``); count 0 where
     no query counts."""
-    from ..probe.behaviour import token_patterns
+    from ...probe.behaviour import token_patterns
 
     if statistic not in LINEAR:
         raise ValueError(f"{statistic!r} is not linear in the attention pattern")

@@ -4,24 +4,20 @@
 sinks only with ``sinks=True``; Xiao et al. 2023, arXiv:2309.17453), each patched on the
 sequences of the repeat length where its label's statistic is largest. A receiver named
 without a label gets **dependencies** (attention or output change), never ``confirmed``.
-**Sources**: every head of an earlier layer, screened by attribution (:mod:`.screen`) and
+**Sources**: every head of an earlier layer, screened by attribution (:mod:`..core.screen`) and
 ranked by composition; all patched exactly when the plan fits :data:`EXACT_BUDGET`, else the
 top ``k`` of each ranking and every source whose estimate reaches :data:`ATTRIBUTION_FLOOR`
-of the rule's floor. Paths: ``direct`` (:mod:`.patching`), ``via_mlp`` (:mod:`.mlp_path`:
-every source where every direct one is patched, else its top ``k`` by its own attribution).
+of the rule's floor. Paths: ``direct`` (:mod:`..core.receiver`), ``via_mlp``
+(:mod:`..core.mlp_path`: every source where every direct one is patched, else its top ``k`` by
+its own attribution).
 
-**Rule** (per row, effects under ``counterfactual``, a row's ``ablation``: :mod:`.counterfactual`):
-``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥ CONFIRM_FRACTION · |score_to|``
-(``CONFIRM_FRACTION`` itself for the change metrics), on at least :data:`MIN_SEQUENCES`
-sequences, **and** the other non-zero counterfactual (resample for mean, mean for resample)
-keeps at least :data:`.counterfactual.KEEP_FRACTION` of the effect with the same sign, and the
-size floor;
-``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
-with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
-``role`` "supports" (the behaviour drops without the source) or "suppresses". A row is a
-two-sided t test on its ``N`` sequences (:func:`false_rate`: 0.0089 at ``N = 16``, 0.0027 as
-``N → ∞``); ``expected_false_confirmations`` sums it over the rows, an upper bound on the null
-rows passing (the floor and the second counterfactual's check only remove rows).
+**Rule** (:mod:`..core.rule`, per row on its effect under ``counterfactual`` against
+``|score_to|``, the change metrics against 1): ``confirmed`` when it passes and the other
+non-zero counterfactual (resample for mean, mean for resample) keeps it; ``depends`` says why
+a row that passes one counterfactual is not: ``zero`` (it passes with the output set to zero
+only) or ``counterfactual`` (the other one keeps less than half). ``role`` "supports" (the
+behaviour drops without the source) or "suppresses"; ``expected_false_confirmations`` sums
+:func:`false_rate` over the rows.
 ``dominant``: the supporting confirmed row with the largest effect per receiver and kind. Per
 receiver, kind and path: ``joint_effect`` (every earlier source replaced at once),
 ``redundant`` (no single confirmed, the joint passes), ``joint_contradicts`` (the confirmed
@@ -36,18 +32,22 @@ from dataclasses import InitVar, dataclass
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
-from .counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, check_kind, other
+from ...errors import InputError
+from ..core.counterfactual import ABLATIONS, DEFAULT_ABLATION, check_kind, other
+from ..core.rule import (
+    CONFIRM_FRACTION,
+    CONFIRM_SE,
+    FALSE_RATE,
+    MIN_SEQUENCES,
+    false_rate,
+    floor_of,
+    keeps,
+    passes,
+)
 from .labels import head_name
 
 #: Sources patched per receiver and kind by each ranking (weights, attribution).
 DEFAULT_K = 3
-CONFIRM_SE = 3.0
-CONFIRM_FRACTION = 0.10
-#: Two-sided P(|Z| >= CONFIRM_SE): :func:`false_rate` as the sequences grow.
-FALSE_RATE = 0.0027
-#: Fewest sequences a confirmation rests on (an se from fewer means little).
-MIN_SEQUENCES = 8
 #: Exact patches (receivers x kinds x sources) above which only the top k are patched.
 EXACT_BUDGET = 3000
 #: Labels whose heads are patched as receivers by default (``first-token`` with ``sinks``).
@@ -78,7 +78,7 @@ class Search:
     screen: str = "auto"
     mlp_paths: object = "auto"
     layers: tuple | None = None
-    #: The counterfactual of the reported effects (:data:`.counterfactual.ABLATIONS`; None:
+    #: The counterfactual of the reported effects (:data:`..core.counterfactual.ABLATIONS`; None:
     #: ``DEFAULT_ABLATION``, held resolved).
     counterfactual: str | None = None
     #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
@@ -88,7 +88,7 @@ class Search:
     ablation: InitVar[str | None] = None
 
     def __post_init__(self, ablation):
-        from ..checks import MAX_COUNT, check_int, check_seed
+        from ...checks import MAX_COUNT, check_int, check_seed
         from .sequences import SOURCES, Sequences
 
         put = object.__setattr__
@@ -167,8 +167,6 @@ def _layers(layers):
     return tuple(out)
 
 
-
-
 def check_lengths(spec) -> None:
     """``repeat_lengths`` is ``"auto"`` or integers >= MIN_REPEAT (the fit is checked later)."""
     from .sequences import MIN_REPEAT
@@ -183,7 +181,7 @@ def check_lengths(spec) -> None:
                        or n < MIN_REPEAT for n in vals):
         raise InputError(f"repeat_lengths must be 'auto' or integers >= {MIN_REPEAT}, got "
                          f"{spec!r}")
-    from ..checks import MAX_COUNT
+    from ...checks import MAX_COUNT
 
     if any(int(n) > MAX_COUNT for n in vals):
         raise InputError(f"repeat_lengths must be at most {MAX_COUNT}, got {spec!r}")
@@ -219,13 +217,6 @@ def receivers(labels: xr.Dataset, *, sinks: bool = False) -> list[tuple[int, int
             for hi in range(lab.shape[1]) if lab[li, hi] in keep]
 
 
-def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool:
-    """The confirmation rule of the module docstring for one signed effect."""
-    floor = floor_of(base, metric_is_score)
-    return bool(np.isfinite(effect) and np.isfinite(se) and abs(effect) >= CONFIRM_SE * se
-                and abs(effect) >= floor and effect != 0)
-
-
 #: A source whose |attribution| reaches this fraction of the rule's floor is patched exactly
 #: (the first-order estimate tracks the exact effect closely: Spearman 0.996 on SmolLM2).
 ATTRIBUTION_FLOOR = 0.5
@@ -249,30 +240,9 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
-def false_rate(n: int) -> float:
-    """Two-sided ``P(|T| ≥ CONFIRM_SE)``, ``T`` Student's t on ``n − 1`` degrees of freedom: how
-    often a null row's se part passes on ``n`` sequences (:data:`FALSE_RATE` as ``n → ∞``)."""
-    from scipy.stats import t
-
-    return float(2.0 * t.sf(CONFIRM_SE, max(int(n) - 1, 1)))
-
-
-def floor_of(base: float, metric_is_score: bool) -> float:
-    """The rule's size floor: :data:`CONFIRM_FRACTION` of ``|base|`` (itself for change
-    metrics)."""
-    return CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
-
-
-def keeps(effect: float, check: float, floor: float = 0.0) -> bool:
-    """Whether the other counterfactual's effect ``check`` keeps at least
-    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's ``floor``."""
-    return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
-                and abs(check) >= max(KEEP_FRACTION * abs(effect), floor))
-
-
 def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
     """Whether a row passes the rule under ``ablation`` (so its other counterfactual decides)."""
-    from .patching import OUTPUT_CHANGE, TV
+    from ..core.receiver import OUTPUT_CHANGE, TV
 
     return (ablation != "zero" and n_seq >= MIN_SEQUENCES
             and passes(row["effect_causal"], row["effect_se"], row["score_to"],
@@ -282,7 +252,7 @@ def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
 def measure_counterfactuals(effects_of, rows, n_seq: int, ablation: str) -> None:
     """Each row's effects under every counterfactual: zero for all (``effect_zero``, its se),
     the other non-zero one where the row passes the rule (it decides; NaN elsewhere);
-    ``effects_of(ablation, indices)`` gives the :class:`.patching.Effect` of those rows."""
+    ``effects_of(ablation, indices)`` gives the :class:`..core.receiver.Effect` of those rows."""
     for r in rows:
         r["ablation"] = ablation
         for a in ABLATIONS:
@@ -303,8 +273,9 @@ def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
     """The rule of the module docstring on one receiver's rows of one kind and path (dicts
     with ``effect_causal``, ``effect_se``, ``score_to``, ``metric`` and, where measured,
     ``effect_zero``/``effect_zero_se`` and ``effect_<other counterfactual>``), updated in place
-    and returned; ``joint``: the :class:`.patching.Effect` of every earlier source replaced."""
-    from .patching import OUTPUT_CHANGE, TV
+    and returned; ``joint``: the :class:`..core.receiver.Effect` of every earlier source
+    replaced."""
+    from ..core.receiver import OUTPUT_CHANGE, TV
 
     enough = n_seq >= MIN_SEQUENCES
     check = other(ablation)
@@ -350,14 +321,9 @@ def mark_dominant(rows: list[dict]) -> None:
         r["dominant"] = True
 
 
-def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
-    """Receivers and exact patches (3 kinds × (sources, or at most 2k, + 1 joint))."""
-    per = n_sources if exact_all else min(n_sources, 2 * int(k))
-    return {"receivers": len(recv), "patches": len(recv) * 3 * (per + 1)}
-
 
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
            "check_composition", "check_lengths", "exact_sources", "false_rate", "floor_of",
            "head_name", "judge", "keeps", "mark_dominant", "measure_counterfactuals",
-           "needs_check", "passes", "plan", "ranked_sources", "receivers"]
+           "needs_check", "passes", "ranked_sources", "receivers"]

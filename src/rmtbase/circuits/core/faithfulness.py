@@ -1,11 +1,13 @@
-"""A circuit (an edge set ``C``) scored as a subgraph: ``m(C)``, the metric with only ``C``
-kept, beside the full model's ``m(M)`` and the empty graph's ``m(∅)`` (means over prompts).
-Faithfulness ``f(C) = (m(C) − m(∅)) / (m(M) − m(∅))``, the ratio ``m(C) / m(M)``, completeness
-``m(M ∖ C)`` (Wang et al. 2022). The curve: ``f`` of the top ``k`` edges by ``|score|`` at
-every ``k`` (at most :data:`DENSE` edges) or on a log grid, its area over ``x = log(1 + k) /
-log(1 + E)`` (trapezoids); the smallest ``k`` reaching ``f ≥ 0.8``, on a grid the first
-crossing's bracket bisected to :data:`SCAN` edges (or ``resolution`` of its end) and then
-measured at every ``k``, as a curve need not rise monotonically."""
+"""A circuit scored as a whole: :func:`ratio` (the head search's, :mod:`..head.faithfulness`) or
+:func:`normalised`, each a ratio of means with one delta-method se (:func:`ratio_se`). A task's
+circuit (an edge set ``C``) is scored as a subgraph: ``m(C)``, the metric with only ``C`` kept,
+beside the full model's ``m(M)`` and the empty graph's ``m(∅)`` (means over prompts). Faithfulness
+``f(C) = (m(C) − m(∅)) / (m(M) − m(∅))`` (:func:`normalised`), the ratio ``m(C) / m(M)``,
+completeness ``m(M ∖ C)`` (Wang et al. 2022). The curve: ``f`` of the top ``k`` edges by ``|score|``
+at every ``k`` (at most :data:`DENSE` edges) or on a log grid, its area over ``x = log(1 + k) /
+log(1 + E)`` (trapezoids); the smallest ``k`` reaching ``f ≥ 0.8``, on a grid the first crossing's
+bracket bisected to :data:`SCAN` edges (or ``resolution`` of its end) and then measured at every
+``k``, as a curve need not rise monotonically."""
 
 from __future__ import annotations
 
@@ -20,6 +22,28 @@ from .runner import Runner
 TARGET = 0.8
 #: The least ``|m(M) − m(∅)|``, relative to ``max(1, |m(M)|)``, a task's metric must move by.
 MOVES = 1e-9
+
+
+def ratio_se(a, b, f):
+    """The delta-method se of ``f = ā / b̄`` over N pairs: ``sd(a − f b) / √N / |b̄|``."""
+    return (a - f * b).std(-1, ddof=1) / np.sqrt(b.size) / abs(b.mean())
+
+
+def ratio(values, base) -> tuple[float, float]:
+    """``(mean values / mean base, its se)`` where both are finite; NaN on < 2 or mean 0."""
+    base = np.asarray(base, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(base) & np.isfinite(values)
+    if ok.sum() < 2 or base[ok].mean() == 0:
+        return np.nan, np.nan
+    b, v = base[ok], values[ok]
+    f = v.mean() / b.mean()
+    return float(f), float(ratio_se(v, b, f))
+
+
+def normalised(m, full: float, empty: float):
+    """``(m − m(∅)) / (m(M) − m(∅))``: 0 at the empty graph's metric, 1 at the full model's."""
+    return (np.asarray(m) - empty) / (full - empty)
 
 
 def log_grid(n_edges: int, points: int = 24) -> np.ndarray:
@@ -54,16 +78,16 @@ class Scorer:
                              f"and clean from corrupted")
 
     def faithfulness(self, m) -> np.ndarray:
-        return (np.asarray(m) - self.empty) / (self.full - self.empty)
+        return normalised(m, self.full, self.empty)
 
     def faithfulness_se(self, per_prompt, f) -> np.ndarray:
         """The se of faithfulnesses ``f`` of sets with ``per_prompt`` ``(K, N)`` metrics: ``ā/b̄``
-        (``a = m(C) − m(∅)``, ``b = m(M) − m(∅)``) by the delta method, ``sd(a − f b)/√N/|b̄|``."""
+        (``a = m(C) − m(∅)``, ``b = m(M) − m(∅)``), :func:`ratio_se`."""
         full, empty = self._per
         a = np.asarray(per_prompt, dtype=np.float64) - empty
         b = full - empty
         f = np.asarray(f, dtype=np.float64)[:, None]
-        return (a - f * b).std(-1, ddof=1) / np.sqrt(b.size) / abs(b.mean())
+        return ratio_se(a, b, f)
 
     def means(self, kept_sets, desc: str = "circuits") -> np.ndarray:
         return self.runner.metrics(kept_sets, desc=desc).mean(-1)
@@ -139,4 +163,5 @@ def evaluate_kept(scorer: Scorer, kept) -> dict:
             "full_metric": scorer.full, "empty_metric": scorer.empty}
 
 
-__all__ = ["RESOLUTION", "TARGET", "Scorer", "curve", "evaluate_kept", "log_grid", "top_k"]
+__all__ = ["RESOLUTION", "TARGET", "Scorer", "curve", "evaluate_kept", "log_grid", "normalised",
+           "ratio", "ratio_se", "top_k"]

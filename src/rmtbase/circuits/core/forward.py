@@ -16,45 +16,33 @@ each through the layer's input norm) and ``z = softmax(q kᵀ …) v`` (:meth:`.
 With every edge kept this is the model's forward; :meth:`TaskModel.check` compares its
 logits with the transformers forward's and refuses a model where they differ.
 
-Families (:data:`FAMILIES`): pre-norm decoders whose block is ``x + attn(norm(x)) +
-mlp(norm'(·))`` with one output projection, and post-norm blocks (Gemma-2/3, OLMo-2) whose
-attention output passes a norm ``P`` before the residual add, ``P(y) = g ⊙ y / rms(y)``: there a
-head's output is its share of ``P(y)``, ``(z_h W_O[h]) ⊙ g / rms(y)`` with ``y`` the layer's
-attention output in the same run (:meth:`.heads.HeadModel.source_output`), so the heads' outputs
-add up to what the block adds; the MLP's own post-norm is part of the MLP. Gemma-2's final
-logit soft-cap is applied. Residual multipliers (Granite) are refused."""
+Families (:data:`.families.TASK_FAMILIES`): pre-norm decoders whose block is ``x +
+attn(norm(x)) + mlp(norm'(·))`` with one output projection, and post-norm blocks (Gemma-2/3,
+OLMo-2) whose attention output passes a norm ``P`` before the residual add, ``P(y) = g ⊙ y /
+rms(y)``: there a head's output is its share of ``P(y)``, ``(z_h W_O[h]) ⊙ g / rms(y)`` with
+``y`` the layer's attention output in the same run (:meth:`.heads.HeadModel.source_output`), so
+the heads' outputs add up to what the block adds; the MLP's own post-norm is part of the MLP.
+Gemma-2's final logit soft-cap is applied. Residual multipliers (Granite) are refused."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import InputError, ModelError
-from ..heads import HeadModel
+from .families import check_family
 from .graph import Graph
+from .heads import HeadModel
 
-#: model_type values the task graph runs (module docstring).
-FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox", "gemma", "phi3",
-            "starcoder2", "smollm3", "olmo", "gptj", "phi", "stablelm", "cohere", "gemma2",
-            "gemma3_text", "olmo2", "olmo3", "mixtral", "qwen3_moe", "gpt_bigcode", "falcon")
 _MLP_NORMS = ("ln_2", "post_attention_layernorm")
 #: A post-norm block's MLP input norm (none: identity) and output norm.
 _PRE_FFW, _POST_FFW = "pre_feedforward_layernorm", "post_feedforward_layernorm"
 _FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
 
 
-def check_family(config) -> None:
-    """One-line :class:`~rmtbase.errors.InputError` for a model ``config`` the task graph
-    does not run (:data:`FAMILIES`, no residual multiplier), before any weight is read."""
-    mt = getattr(config, "model_type", None)
-    if mt not in FAMILIES:
-        raise InputError(f"task circuits run {', '.join(FAMILIES)} models, not {mt!r}")
-    if getattr(config, "residual_multiplier", 1.0) not in (None, 1.0):
-        raise InputError(f"{mt}: task circuits run blocks without residual multipliers")
-
 
 def config_graph(config) -> Graph:
     """The task graph of a model from its ``config`` alone (:class:`.graph.Graph`)."""
-    from ..families import SPECS, parallel, text_config
+    from .families import SPECS, parallel, text_config
 
     tc = text_config(config)
     return Graph(int(tc.num_hidden_layers), int(tc.num_attention_heads),
@@ -77,11 +65,12 @@ class TaskModel:
     """A causal LM ``net`` (transformers, with its output embeddings) on the task graph:
     ``hm`` (:class:`.heads.HeadModel`), ``graph`` (:class:`.graph.Graph`), :meth:`embed`,
     :meth:`run`. One-line :class:`~rmtbase.errors.InputError` for a family outside
-    :data:`FAMILIES` or one with a residual multiplier, or a model without an unembedding."""
+    :data:`.families.TASK_FAMILIES` or one with a residual multiplier, or a model without an
+    unembedding."""
 
     def __init__(self, net):
         mt = net.config.model_type
-        check_family(net.config)
+        check_family(net.config, task=True)
         hm = HeadModel(net)
         self.softcap = getattr(net.config, "final_logit_softcapping", None)
         self.net, self.hm = net, hm
@@ -365,4 +354,4 @@ class TaskModel:
                 f"graph follows")
 
 
-__all__ = ["FAMILIES", "TaskModel", "check_family", "config_graph"]
+__all__ = ["TaskModel", "config_graph"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
+from ...errors import InputError
+from .graph import head_name
 from .heads import HeadModel
-from .labels import head_name
 
 __all__ = ["NORM_TOLERANCE", "check_composition", "head_norms"]
 

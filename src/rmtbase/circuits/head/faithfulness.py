@@ -2,18 +2,16 @@
 
 Receiver R (layer ``l``), input ``κ`` (q, k or v), circuit ``C``: the sources confirmed for
 (R, κ) on any path. Every head of a layer before ``l`` that is not in ``C`` has its output
-replaced by its counterfactual (:mod:`.counterfactual`) in its layer's attention output, the
-MLPs are recomputed on the changed residual (so the kept heads' contributions through MLPs
-survive) and every attention output is otherwise held clean (:meth:`.mlp_path.MLPPaths.kept`).
-Where the via-MLP screen does not run (a model without MLPs, or one above its budget: then
-no via-MLP edge is confirmed either) the direct changes are summed instead, one forward pass
-less per set. R's ``κ`` input reads the resulting residual at
-``l``, its other inputs the clean one (:meth:`.patching.Patcher.effects_from_residuals`).
+replaced by its counterfactual (:mod:`..core.counterfactual`) in its layer's attention
+output, the MLPs are recomputed on the changed residual (so the kept heads' contributions
+through MLPs survive) and every attention output is otherwise held clean
+(:meth:`..core.mlp_path.MLPPaths.kept`). Where the via-MLP screen does not run (a model without
+MLPs, or one above its budget: then no via-MLP edge is confirmed either) the direct changes are
+summed instead, one forward pass less per set. R's ``κ`` input reads the resulting residual at
+``l``, its other inputs the clean one (:meth:`..core.receiver.Patcher.effects_from_residuals`).
 
-- q, k (a behaviour statistic ``s``, per sequence ``n``): ``F = mean_n s_C / mean_n s``, with
-  ``se = sd_n(s_C − F s) / √N / |mean_n s|`` (the delta method for a ratio of means).
-- v: ``F = 1 − mean_n c_C`` with ``c`` the relative output change ``‖z' − z‖/‖z‖``,
-  ``se = sd_n(c_C) / √N``.
+q, k (a behaviour statistic ``s``): ``F = mean_n s_C / mean_n s`` (:func:`..core.faithfulness
+.ratio`); v: ``F = 1 − mean_n c_C``, ``c`` the relative output change ``‖z' − z‖/‖z‖``.
 
 ``faithfulness_empty`` is ``F`` with nothing kept (every earlier head counterfactual): the floor
 a circuit is read against. With every earlier head kept ``F = 1`` exactly. A confirmed source
@@ -27,8 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .patching import OUTPUT_CHANGE, TV
-from .se import finite_mean_se
+from ..core.faithfulness import ratio
+from ..core.receiver import OUTPUT_CHANGE, TV
+from ..core.se import finite_mean_se
 
 
 def residual_keeping(run, layer: int, keep, how, mlps: bool):
@@ -81,13 +80,7 @@ def _ratio(run, rec, kind, values):
     if kind == "v":
         m, se = finite_mean_se(values, least=2)
         return 1.0 - m, se
-    base = np.asarray(run.pt.base_scores(li, hi, stat), dtype=np.float64)
-    ok = np.isfinite(base) & np.isfinite(values)
-    if ok.sum() < 2 or base[ok].mean() == 0:
-        return np.nan, np.nan
-    b, v = base[ok], values[ok]
-    f = v.mean() / b.mean()
-    return float(f), float((v - f * b).std(ddof=1) / np.sqrt(ok.sum()) / abs(b.mean()))
+    return ratio(values, run.pt.base_scores(li, hi, stat))
 
 
 def measure(run, rec, kind: str, circuit, *, mlps: bool) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..probe import behaviour as bh
+from ...probe import behaviour as bh
 from .labels import head_name
 from .sequences import Sequences
 
@@ -117,7 +117,7 @@ def candidate_dataset(rows: list[dict], labels: xr.Dataset, probes: dict,
                       seqs: Sequences | None, *, k: int, screens: dict | None = None) -> xr.Dataset:
     """The Dataset of the module docstring from the driver's rows; ``probes`` {repeat
     length: probe Dataset}; ``screens`` {(layer, head): {(kind, path): (layer, H)}}."""
-    from .._version import __version__
+    from ..._version import __version__
     from . import find as F
 
     ds = xr.Dataset(coords={"candidate": np.arange(len(rows)),

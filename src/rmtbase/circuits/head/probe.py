@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import xarray as xr
 
-from .capture import capture, probe_dataset
-from .heads import HeadModel
+from ..core.capture import capture, probe_dataset
+from ..core.heads import HeadModel
 
 
 def probe_heads(model, *, sequences=None, seed: int = 0, repeat_length: int | None = None,
@@ -14,7 +14,7 @@ def probe_heads(model, *, sequences=None, seed: int = 0, repeat_length: int | No
     """The probe Dataset (as :func:`rmtbase.probe.probe_model` writes it) of ``model`` on
     ``sequences``: None (repeated random tokens, ``repeat_length`` a half), ``"text"`` (the
     probe's text) or a :class:`.sequences.Sequences`; attrs ``probe_source`` and ``sequences``."""
-    from .model import load_model
+    from ..core.loader import load_model
     from .run import make_sequences
     from .sequences import DEFAULT_HALF, repeated_sequences
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..probe import behaviour as bh
+from ...errors import InputError
+from ...probe import behaviour as bh
 from .capture import Captured
 from .counterfactual import DEFAULT_ABLATION, Counterfactual
 from .heads import HeadModel
+from .prompts import Sequences
 from .se import finite_mean_se
-from .sequences import Sequences
 
 KINDS = ("q", "k", "v")
 TV = "attention_tv"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from ..se import mean_se
 from .runner import Runner
+from .se import mean_se
 
 #: Bytes of edge sets :func:`patch_edges` holds at once.
 SET_BYTES = 64 << 20

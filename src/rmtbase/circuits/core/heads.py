@@ -23,7 +23,7 @@ import inspect
 import math
 import sys
 
-from ..errors import InputError
+from ...errors import InputError
 from .families import ENCODERS, LLAMA_FAMILY, SPECS, SUPPORTED, check_family, parallel, text_config
 from .norms import norm_spec
 

@@ -45,7 +45,7 @@ KEEP_FRACTION = 0.5
 
 def check_kind(kind, task: bool = False) -> str:
     """``kind`` if the head search (``task``: the task search) has it, else one line."""
-    from ..errors import InputError
+    from ...errors import InputError
 
     kinds = TASK if task else HEAD
     if kind not in kinds:
@@ -59,7 +59,7 @@ def other(ablation: str) -> str:
     return {"mean": "resample", "resample": "mean"}.get(ablation, DEFAULT_ABLATION)
 
 
-#: The task search's check of each counterfactual (:mod:`.task.confirm`): the head search's
+#: The task search's check of each counterfactual (:mod:`..task.confirm`): the head search's
 #: :func:`other`, and ``mean`` for the corrupted twin.
 TASK_OTHER = {"corrupted": "mean", **{k: other(k) for k in HEAD}}
 
@@ -99,13 +99,6 @@ class Counterfactual:
         return u - torch.roll(u, shifts=-(int(pairing) + 1), dims=0)
 
 
-def resolve(cf, n: int) -> Counterfactual:
-    """``cf`` as a :class:`Counterfactual` over ``n`` sequences (None or a name accepted)."""
-    if isinstance(cf, Counterfactual):
-        return cf
-    return Counterfactual("zero" if cf is None else str(cf), int(n))
-
 
 __all__ = ["ABLATIONS", "DEFAULT_ABLATION", "DEFAULT_TASK", "HEAD", "KEEP_FRACTION",
-           "RESAMPLE_PAIRINGS", "TASK", "TASK_OTHER", "Counterfactual", "check_kind", "other",
-           "resolve"]
+           "RESAMPLE_PAIRINGS", "TASK", "TASK_OTHER", "Counterfactual", "check_kind", "other"]

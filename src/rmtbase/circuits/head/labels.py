@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
+from ...errors import InputError
+from ..core.graph import head_name
 
 #: Labels in tie order (the sink and ``none`` last).
 LABELS = ("induction", "previous-token", "duplicate-token", "self/local", "first-token", "none")
@@ -27,11 +28,6 @@ THRESHOLD = 0.4
 #: Queries a statistic must pool over to earn a label (module docstring, "Chance").
 MIN_LABEL_QUERIES = 100
 _SPECIFIC = LABELS[:4]
-
-
-def head_name(layer: int, head: int) -> str:
-    """``"L16H0"``: layer and head, 0-based."""
-    return f"L{int(layer)}H{int(head)}"
 
 
 def _label_one(scores: dict[str, float], bars: dict[str, float]) -> tuple[str, float]:
@@ -50,7 +46,7 @@ def chance_levels(seqs) -> tuple[dict[str, float], dict[str, int]]:
     """({statistic: chance level}, {statistic: queries pooled}) on ``seqs``: each statistic of
     uniform causal attention ``A[i, j] = 1/(i+1)``, pooled as the probe pools it
     (:func:`rmtbase.probe.behaviour.window_sums`)."""
-    from ..probe import behaviour as bh
+    from ...probe import behaviour as bh
 
     t = seqs.length
     u = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]

@@ -16,11 +16,11 @@ import time
 import numpy as np
 
 from ...errors import InputError
-from ..counterfactual import TASK, check_kind
+from .counterfactual import DEFAULT_TASK, TASK, check_kind
 from .metric import METRICS, check_metric, metric
-from .taskfile import Task
+from .prompts import Task
 
-#: The task search's counterfactuals, the default first (:mod:`rmtbase.circuits.counterfactual`).
+#: The task search's counterfactuals, the default first (:mod:`.counterfactual`).
 COUNTERFACTUALS = TASK
 #: Prompts per batch at least, by default (:func:`auto_batch`).
 BATCH = 8
@@ -50,7 +50,7 @@ class Runner:
     prompts at a time (None: :func:`auto_batch`)."""
 
     def __init__(self, tm, task: Task, *, metric: str = "logit_diff",
-                 counterfactual: str = "corrupted", batch: int | None = None,
+                 counterfactual: str = DEFAULT_TASK, batch: int | None = None,
                  progress: bool = False, cache_bytes: int = CACHE_BYTES):
         check_kind(counterfactual, task=True)
         if task.n < 2:

@@ -13,7 +13,7 @@ A **behaviour circuit** is the induction heads of one run's sequences with at le
 confirmed edge, and those edges: the loss where a copy predicts the next token is what
 induction is for (Olsson et al. 2022); the other labels' test is their faithfulness
 (:mod:`.faithfulness`). Three full forward passes (each averaged over the counterfactual's
-pairings, :mod:`.counterfactual`):
+pairings, :mod:`..core.counterfactual`):
 
 - ``loss_clean``: the model as it is;
 - ``loss_circuit_ablated``: each receiver R's output recomputed with its ``κ`` input (q, k, v)
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .se import finite_mean_se
+from ..core.se import finite_mean_se
 
 #: The labels whose receivers form a behaviour circuit measured on the output.
 LABELS = ("induction",)
@@ -213,7 +213,7 @@ def add_circuit_losses(ds, rows, labels, runs, length_of, progress) -> None:
     """Per behaviour circuit (the receivers of :data:`LABELS` with confirmed edges on one run's
     sequences: ``runs`` {length: run}, ``length_of`` (layer, head) → length), :func:`losses`
     added to the circuits Dataset ``ds`` as variables along ``circuit``."""
-    from ..progress import stage
+    from ...progress import stage
     from .labels import head_name
 
     lab = labels["label"].transpose("layer", "head").values

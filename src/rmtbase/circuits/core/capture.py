@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from .._version import __version__
-from ..errors import InputError, ModelError
-from ..files.interrupts import deferred, fault_point
-from ..probe import behaviour as bh
+from ..._version import __version__
+from ...errors import InputError, ModelError
+from ...files.interrupts import deferred, fault_point
+from ...probe import behaviour as bh
 from .heads import HeadModel
-from .sequences import Sequences
+from .prompts import Sequences
 
 #: Sequences per forward pass (the attention weights of one batch are reduced, then freed).
 BATCH = 8
@@ -43,7 +43,7 @@ def capture_bytes(hm: HeadModel, n: int, t: int) -> int:
 
 
 def _check_memory(hm: HeadModel, seqs: Sequences) -> None:
-    from ..files.memory import available_memory, fmt_bytes
+    from ...files.memory import available_memory, fmt_bytes
 
     need = capture_bytes(hm, seqs.n, seqs.length)
     avail, source = available_memory("cpu")
@@ -94,7 +94,7 @@ def capture(hm: HeadModel, seqs: Sequences, *, progress: bool = True):
     of ``seqs`` through ``hm.net``, in batches of :data:`BATCH`."""
     import torch
 
-    from ..progress import progress_bar
+    from ...progress import progress_bar
 
     _check_memory(hm, seqs)
     store = {k: [[] for _ in range(hm.n_layers)] for k in ("resid", "z", "scale")}

@@ -16,11 +16,10 @@ fit the positions and vocabulary, plus the longest that fits when below 50; neve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
+from ..core.prompts import Sequences
 
 #: Random tokens per half (ARENA's and TransformerLens' tutorials use 50) and sequences by
 #: default (ARENA uses 10; 16 gives a drop's se ~0.015 on SmolLM2's induction heads).
@@ -33,27 +32,6 @@ AUTO_LENGTHS = (5, 10, 20, 50)
 MIN_REPEAT = 3
 #: Second-half queries every repeat length scores at least (sequences × n).
 MIN_QUERIES = 200
-
-
-@dataclass(frozen=True)
-class Sequences:
-    """``ids`` ``(N, T)`` int64 token ids, ``content`` ``(T,)`` bool (True on text tokens, the
-    same for every sequence), ``source`` (one of :data:`SOURCES`), ``description`` (one line
-    for the output's attrs), ``repeat`` (tokens per half of repeated tokens, else None)."""
-
-    ids: np.ndarray
-    content: np.ndarray
-    source: str
-    description: str
-    repeat: int | None = None
-
-    @property
-    def n(self) -> int:
-        return int(self.ids.shape[0])
-
-    @property
-    def length(self) -> int:
-        return int(self.ids.shape[1])
 
 
 def repeated_tokens(vocab_size: int, n: int, batch: int, *, seed=0,
@@ -223,7 +201,7 @@ def text_sequences(tokenizer, text: str, window: int, *, max_sequences: int | No
     """At most ``max_sequences`` full-length windows of ``text``
     (:func:`rmtbase.probe.text.windows`); a text too short for ``min_sequences`` windows is cut
     into ``min_sequences`` shorter ones; one-line :class:`InputError` when it has none."""
-    from ..probe.text import special_template, tokenize, windows
+    from ...probe.text import special_template, tokenize, windows
 
     pre, suf = special_template(tokenizer)
     n_text = len(tokenize(tokenizer, text))

@@ -8,7 +8,7 @@ change ``o_S − o_cf``, which is subtracted), the model runs on with every laye
 clean (a forward hook on :meth:`.heads.HeadModel.contribution_module`) and its MLPs recomputed,
 and the residual entering ``l`` is read. Its change ``Δ_l`` is the direct part ``−o_S`` plus the
 MLP outputs' change; the **via-MLP** input of R is the clean residual ``+ Δ_l + o_S`` (only the
-MLP-mediated change), fed to one of R's inputs (:meth:`.patching.Patcher.effects_from_residuals`).
+MLP-mediated change), fed to one of R's inputs (:meth:`.receiver.Patcher.effects_from_residuals`).
 Both runs share one hooked forward, so their rounding cancels in ``Δ_l``.
 
 Screen (:meth:`MLPPaths.gradients`): a zero ``δ_m`` added to each layer's clean attention
@@ -121,7 +121,7 @@ class MLPPaths:
     def changes(self, sources, layers, how=None) -> dict:
         """{(m, s): {l: Δ_l + o_S}}: per source, the via-MLP change ``(N, T, d)`` of the residual
         entering each receiver layer ``l > m`` in ``layers`` with the source's output replaced as
-        ``how`` says (:meth:`.patching.Patcher.hows`; None: removed); kept for the layer's
+        ``how`` says (:meth:`.receiver.Patcher.hows`; None: removed); kept for the layer's
         receivers."""
 
         if not sources or not layers:

@@ -1,6 +1,6 @@
 """A patched input of one receiver head without re-applying its norm to the whole residual:
 the norm's statistics and the head's projection updated by the sources' low-rank terms. Equal
-to :meth:`.patching.Patcher.patched_input` to float32 rounding (tested to 1e-5 per family).
+to :meth:`.receiver.Patcher.patched_input` to float32 rounding (tested to 1e-5 per family).
 
 Receiver layer ``l``: residual ``x`` ``(N, T, d)``; input norm ``y = g ⊙ x̃ / s + b`` with
 ``x̃ = x − mean(x)`` (LayerNorm) or ``x̃ = x``, ``b = 0`` (RMSNorm; Gemma's gain ``1 + weight``),
@@ -75,7 +75,7 @@ class Fold:
         zi = self.z[m][:, :, s, :].float()
         r = None if self.scales is None else self.scales[m]
         if r is None and self.hm.post_norm(m) is not None:
-            from ..errors import InputError
+            from ...errors import InputError
 
             raise InputError(f"{self.hm.family}: the fold needs the sources' clean "
                              f"post-norm scales (scales)")

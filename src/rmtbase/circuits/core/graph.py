@@ -8,7 +8,8 @@ then the MLP; last ``logits``. An edge runs from every sender before a receiver 
 sequential block a layer's heads precede its MLP, in a parallel block (attention and MLP read
 the same residual) they do not. This is the graph of EAP-IG and MIB (Hanna et al. 2024,
 arXiv:2403.17806; Mueller et al. 2025, arXiv:2504.13151): the names follow theirs, edges into
-heads carry the input as ``<q>``, ``<k>``, ``<v>``.
+heads carry the input as ``<q>``, ``<k>``, ``<v>``. Every naming derives from a structured
+:class:`Node`; :func:`parse` is the one reader of a name.
 
 Edges are numbered stage by stage (:attr:`Graph.stages`): a stage is the receivers of one
 kind in one layer (the 3H head inputs of a layer, its MLP, the logits) with the same senders,
@@ -19,13 +20,92 @@ auto-circuit's tracr tasks); no ``(E, N, T, d)`` tensor is ever formed."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ...errors import InputError
 
 QKV = ("q", "k", "v")
+
+
+def head_name(layer: int, head: int) -> str:
+    """``"L16H0"``: layer and head, 0-based."""
+    return f"L{int(layer)}H{int(head)}"
+
+
+class Node(NamedTuple):
+    """A node: ``kind`` ``"input"``, ``"head"``, ``"mlp"`` or ``"logits"``, ``layer`` and
+    ``head`` (None where it has none), a receiver head's ``input`` (q, k or v). Its names:
+    :attr:`name` MIB's and EAP-IG's (``input``, ``a1.h0``, ``a1.h0<k>``, ``m1``, ``logits``),
+    :attr:`head_name` (``L1H0``), :attr:`auto_circuit` (auto-circuit's graph with q, k, v
+    inputs: ``Resid Start``, ``A1.0``, ``A1.0.K``, ``MLP 1``, ``Resid End``), TransformerLens's
+    :meth:`sender_hook` (``blocks.0.hook_resid_pre``, ``blocks.L.attn.hook_result[h]``,
+    ``blocks.L.hook_mlp_out``) and :meth:`receiver_hook` (``blocks.L.hook_q_input[h]``,
+    ``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post`` for the logits)."""
+
+    layer: int | None
+    head: int | None
+    kind: str
+    input: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self.kind == "head":
+            return f"a{self.layer}.h{self.head}" + (f"<{self.input}>" if self.input else "")
+        return f"m{self.layer}" if self.kind == "mlp" else self.kind
+
+    @property
+    def node(self) -> Node:  # the node itself, without a receiver's input
+        return self._replace(input=None)
+
+    @property
+    def head_name(self) -> str:
+        return head_name(self.layer, self.head)
+
+    @property
+    def auto_circuit(self) -> str:
+        if self.kind == "head":
+            return f"A{self.layer}.{self.head}" + (f".{self.input.upper()}" if self.input
+                                                   else "")
+        if self.kind == "mlp":
+            return f"MLP {self.layer}"
+        return "Resid Start" if self.kind == "input" else "Resid End"
+
+    def sender_hook(self) -> str:
+        if self.kind == "input":
+            return "blocks.0.hook_resid_pre"
+        if self.kind == "head":
+            return f"blocks.{self.layer}.attn.hook_result[{self.head}]"
+        if self.kind == "mlp":
+            return f"blocks.{self.layer}.hook_mlp_out"
+        raise InputError("the logits send nothing")
+
+    def receiver_hook(self, n_layers: int) -> str:
+        if self.kind == "logits":
+            return f"blocks.{int(n_layers) - 1}.hook_resid_post"
+        if self.kind == "head" and self.input:
+            return f"blocks.{self.layer}.hook_{self.input}_input[{self.head}]"
+        if self.kind == "mlp":
+            return f"blocks.{self.layer}.hook_mlp_in"
+        raise InputError(f"{self.name} receives nothing (a head receives on q, k or v)")
+
+
+_NAME = re.compile(r"a(\d+)\.h(\d+)(?:<([qkv])>)?|m(\d+)")
+
+
+def parse(name: str) -> Node:
+    """The :class:`Node` named ``name``; one-line :class:`InputError` for a name no graph has."""
+    if name in ("input", "logits"):
+        return Node(None, None, name)
+    m = _NAME.fullmatch(name) if isinstance(name, str) else None
+    if m is None:
+        raise InputError(f"{name!r} is not a node of the task graph")
+    if m[4] is not None:
+        return Node(int(m[4]), None, "mlp")
+    return Node(int(m[1]), int(m[2]), "head", m[3])
 
 
 @dataclass(frozen=True)
@@ -49,7 +129,7 @@ class Graph:
     """The graph of a model with ``n_layers`` layers of ``n_heads`` heads (module docstring);
     ``parallel``: attention and MLP read the same residual; ``d_model`` the residual width
     (None where unknown), which MIB's config carries; ``heads`` the
-    :class:`rmtbase.circuits.heads.HeadModel` it was built from, where known (a composition
+    :class:`rmtbase.circuits.core.heads.HeadModel` it was built from, where known (a composition
     attached to its edges is checked against it)."""
 
     def __init__(self, n_layers: int, n_heads: int, parallel: bool = False,
@@ -60,14 +140,15 @@ class Graph:
         senders = ["input"]
         stages, off = [], 0
         for li in range(self.n_layers):
-            heads = [f"a{li}.h{h}" for h in range(self.n_heads)]
-            recv = tuple(f"a{li}.h{h}<{x}>" for x in QKV for h in range(self.n_heads))
+            heads = [Node(li, h, "head").name for h in range(self.n_heads)]
+            recv = tuple(Node(li, h, "head", x).name for x in QKV for h in range(self.n_heads))
             stages.append(Stage(li, "attn", recv, len(senders), off))
             off += stages[-1].size
             n_mlp = len(senders) if self.parallel else len(senders) + self.n_heads
-            stages.append(Stage(li, "mlp", (f"m{li}",), n_mlp, off))
+            mlp = Node(li, None, "mlp").name
+            stages.append(Stage(li, "mlp", (mlp,), n_mlp, off))
             off += stages[-1].size
-            senders += heads + [f"m{li}"]
+            senders += heads + [mlp]
         stages.append(Stage(self.n_layers, "logits", ("logits",), len(senders), off))
         self.senders = tuple(senders)
         self.stages = tuple(stages)
@@ -91,9 +172,7 @@ class Graph:
         out = []
         for st in self.stages:
             for r in st.receivers:
-                node, _, x = r.partition("<")
-                suffix = f"<{x}" if x else ""
-                out += [f"{s}->{node}{suffix}" for s in self.senders[:st.n_senders]]
+                out += [f"{s}->{r}" for s in self.senders[:st.n_senders]]
         return out
 
     def edge(self, i: int) -> tuple[str, str]:
@@ -132,27 +211,21 @@ class Graph:
         return np.zeros(self.n_edges, dtype=bool)
 
 
+def split_receiver(name: str) -> tuple[str, str]:
+    """(node, input) of a receiver's name: ``("a1.h0", "k")`` for ``a1.h0<k>``, ``("m1", "")``."""
+    n = parse(name)
+    return n.node.name, n.input or ""
+
+
 def sender_hook(name: str) -> str:
-    """TransformerLens hook of a sender's output: ``blocks.0.hook_resid_pre`` (the input,
-    embeddings and positions), ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``."""
-    if name == "input":
-        return "blocks.0.hook_resid_pre"
-    if name.startswith("a"):
-        layer, head = name[1:].split(".h")
-        return f"blocks.{layer}.attn.hook_result[{head}]"
-    return f"blocks.{name[1:]}.hook_mlp_out"
+    """:meth:`Node.sender_hook` of the sender named ``name``."""
+    return parse(name).sender_hook()
 
 
 def receiver_hook(name: str, n_layers: int) -> str:
-    """TransformerLens hook of a receiver's input: ``blocks.L.hook_q_input[h]`` (k, v alike),
-    ``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post`` for the logits."""
-    if name == "logits":
-        return f"blocks.{n_layers - 1}.hook_resid_post"
-    if name.startswith("a"):
-        node, _, x = name.partition("<")
-        layer, head = node[1:].split(".h")
-        return f"blocks.{layer}.hook_{x.rstrip('>')}_input[{head}]"
-    return f"blocks.{name[1:]}.hook_mlp_in"
+    """:meth:`Node.receiver_hook` of the receiver named ``name``."""
+    return parse(name).receiver_hook(n_layers)
 
 
-__all__ = ["QKV", "Graph", "Stage", "receiver_hook", "sender_hook"]
+__all__ = ["QKV", "Graph", "Node", "Stage", "head_name", "parse", "receiver_hook", "sender_hook",
+           "split_receiver"]

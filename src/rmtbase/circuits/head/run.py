@@ -8,18 +8,18 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError, with_keywords
-from ..files.heap import gives_heap_back
-from ..files.interrupts import deferred, fault_point
-from ..probe.threads import one_thread
-from ..progress import progress_bar, stage
+from ...errors import InputError, with_keywords
+from ...files.heap import gives_heap_back
+from ...files.interrupts import deferred, fault_point
+from ...probe.threads import one_thread
+from ...progress import progress_bar, stage
+from ..core.capture import capture, probe_dataset
+from ..core.counterfactual import Counterfactual
+from ..core.fingerprint import check_composition
+from ..core.heads import HeadModel
+from ..core.receiver import KINDS, Patcher, average
 from . import find as F
-from .capture import capture, probe_dataset
-from .counterfactual import Counterfactual
-from .fingerprint import check_composition
-from .heads import HeadModel
 from .labels import chance_levels, head_name, label_across
-from .patching import KINDS, Patcher, average
 from .sequences import SOURCES, Sequences, length_sequences, repeat_lengths, text_sequences
 from .table import candidate_dataset
 
@@ -43,8 +43,8 @@ def make_sequences(net, tokenizer, sequences, seed, text=None) -> Sequences:
                          f"got {sequences!r}")
     if tokenizer is None:
         raise InputError("sequences='text' needs the model's tokenizer; this model has none")
-    from ..probe.run import default_window
-    from ..probe.text import Text, read_text
+    from ...probe.run import default_window
+    from ...probe.text import Text, read_text
 
     txt = text if isinstance(text, Text) else read_text(text)
     return text_sequences(tokenizer, txt.text, default_window(net.config),
@@ -71,7 +71,7 @@ class _Length:
     (made lazily)."""
 
     def __init__(self, hm, seqs, cap, totals, ablation):
-        from .mlp_path import has_mlps
+        from ..core.mlp_path import has_mlps
 
         self.hm, self.seqs, self.cap, self.totals = hm, seqs, cap, totals
         self.pt = Patcher(hm, cap, seqs, ablation)
@@ -79,7 +79,7 @@ class _Length:
         self._mlp = None
 
     def mlp(self):
-        from .mlp_path import MLPPaths
+        from ..core.mlp_path import MLPPaths
 
         if self._mlp is None:
             self._mlp = MLPPaths(self.hm, self.seqs, self.cap)
@@ -105,7 +105,7 @@ def run_circuits(model, composition, opts: F.Search, progress: bool = True) -> x
 
 def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     """The search of :func:`run_circuits` on one torch thread."""
-    from .model import load_model
+    from ..core.loader import load_model
 
     sequences, seed, k = opts.sequences, opts.seed, opts.k
     net, tok, name = load_model(model, tokenizer=sequences == "text")
@@ -115,7 +115,7 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     hm = HeadModel(net)
     check_composition(hm, composition)
     if sequences is None:
-        from .families import text_config
+        from ..core.families import text_config
 
         cfg = text_config(net.config)
         seqsets = length_sequences(cfg, repeat_lengths(cfg, opts.lengths), seed=seed)
@@ -140,7 +140,7 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     exact_all = opts.screen == "exact" or (opts.screen == "auto"
                                            and 3 * n_src <= F.EXACT_BUDGET)
     tokens = max((r.seqs.n * r.seqs.length for r in runs.values()), default=0)
-    from .mlp_path import forward_flops, has_mlps
+    from ..core.mlp_path import forward_flops, has_mlps
 
     via = bool(recv) and has_mlps(hm)
     # the screen: a forward and a backward (2 forwards) per receiver and input; the exact
@@ -223,7 +223,7 @@ def _receiver(run, composition, rec, k, exact_all, via):
 
 def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) -> None:
     """One kind of one receiver: its rows and screens appended to ``rows``, ``scr``."""
-    from . import screen as S
+    from ..core import screen as S
 
     pt, hm = run.pt, run.hm
     li, hi, stat = rec
@@ -282,7 +282,7 @@ def _row(kind, path, src, rec, info, attr, rank_attr, e, run, hm):
 def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
     """The via-MLP rows of one receiver and kind: every source (``exact_all``) or the top ``k``
     by via-MLP attribution patched, judged against every earlier head's joint via-MLP change."""
-    from . import screen as S
+    from ..core import screen as S
 
     li, hi, _ = rec
     pt, paths, hm = run.pt, run.mlp(), run.hm
@@ -320,7 +320,7 @@ def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
 def _summary_attrs(ds, composition) -> None:
     """Per model: Spearman of the exact effect against the weights' rank and the attribution
     (direct rows), and the count of composition pairs unlike random."""
-    from .screen import spearman
+    from ..core.screen import spearman
 
     if ds.sizes.get("candidate", 0):
         direct = ds["path"].values == "direct"
@@ -338,8 +338,8 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     """Circuits of ``model`` (:mod:`.find` states the rule, :mod:`.table` the output).
 
     model: a transformers model, :class:`rmtbase.probe.loader.Loaded`, folder, ``.gguf`` or hub
-    id (:func:`.model.load_model`) of a :data:`.heads.SUPPORTED` family. composition: its
-    composition Dataset. search: the settings below as a :class:`.find.Search` record, used as
+    id (:func:`~..core.loader.load_model`) of a :data:`~..core.heads.SUPPORTED` family. composition:
+    its composition Dataset. search: the settings below as a :class:`.find.Search` record, used as
     it is (``receivers``, ``lengths`` for ``receivers_of_interest``, ``repeat_lengths``);
     ``options``: the same as keywords, replacing the record's (a new record, checked when
     built). progress: stages and bars on stderr. k: sources patched per receiver, kind and
@@ -351,7 +351,7 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     heads too. screen: ``"auto"`` (every source exactly when within :data:`.find.EXACT_BUDGET`),
     ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (within :data:`MLP_BUDGET` FLOPs), True or
     False. layers: receivers' layers kept (None: all). counterfactual (deprecated spelling
-    ``ablation``): what a removed source's output is replaced by (:mod:`.counterfactual`:
+    ``ablation``): what a removed source's output is replaced by (:mod:`..core.counterfactual`:
     ``"mean"``, the default, ``"resample"`` or ``"zero"``). on_receiver: called with each
     receiver's finding rows as soon as it is done. Raises :class:`InputError` before loading."""
     for alias, field in (SEARCH_ALIASES | DEPRECATED_ALIASES).items():

@@ -1,0 +1,1 @@
+"""The circuit engine both searches (:mod:`..head`, :mod:`..task`) configure; no torch import."""
