@@ -26,9 +26,13 @@ Gemma-2's final logit soft-cap is applied. Residual multipliers (Granite) are re
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ...errors import InputError, ModelError
+from .edge_sets import EdgeSets, copies
+from .edge_sets import delta as edge_delta
 from .families import check_family
 from .graph import Graph
 from .heads import HeadModel
@@ -59,6 +63,18 @@ def _first(obj, names):
         if m is not None:
             return m
     return None
+
+
+def _fused(mlp):
+    """``mlp``, or for GPT-2's ``gelu_new`` MLP (``c_fc``, ``NewGELUActivation``, ``c_proj``;
+    dropout idle in eval) the same map with torch's fused tanh GELU, which computes the same
+    formula ``½x(1 + tanh(√(2/π)(x + 0.044715x³)))`` in one kernel (equal to float rounding)."""
+    if type(getattr(mlp, "act", None)).__name__ != "NewGELUActivation" or \
+            not all(hasattr(mlp, n) for n in ("c_fc", "c_proj")):
+        return mlp
+    import torch.nn.functional as F
+
+    return lambda x: mlp.c_proj(F.gelu(mlp.c_fc(x), approximate="tanh"))
 
 
 class TaskModel:
@@ -99,7 +115,7 @@ class TaskModel:
                 norm = hm.norm(li)
             if norm is None:
                 raise InputError(f"{mt}: cannot find layer {li}'s MLP norm")
-            self.mlps.append(mlp)
+            self.mlps.append(_fused(mlp))
             self.mlp_norms.append(norm)
             self.mlp_posts.append(post)
         self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel, d_model=hm.d, heads=hm)
@@ -133,12 +149,13 @@ class TaskModel:
         return x[:, -1]
 
     # the graph forward ---------------------------------------------------------------------
-    def _inputs(self, resid, dsum, st, diffs, removed, leaves):
+    def _inputs(self, resid, dsum, st, diffs, removed, leaves, sets=None):
         """``(R, n, T, d)`` the stage's receiver inputs (module docstring): ``x − Σ_removed
         (o_s − c_s)``, or where fewer edges are kept than removed the same as ``x − D +
         Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``).
         ``diffs(cols)``: ``(len(cols), n·T·d)`` the senders' ``o_s − c_s``. Only the receivers
-        with a sparse-side edge are summed, as one matrix product."""
+        with a sparse-side edge are summed, as one matrix product. ``sets``: ``removed`` is
+        ``(R, S, K)``, a column per edge set (:meth:`run_sets`)."""
         import torch
 
         r_count = len(st.receivers)
@@ -149,13 +166,16 @@ class TaskModel:
             sparse, sign = (keep, 1.0) if keep.sum() < removed.sum() else (removed, -1.0)
             base = resid - dsum if sign > 0 else resid
             x = base.expand(r_count, *resid.shape)
-            other = tuple(range(2, sparse.ndim))  # the position axis of a per-position set
+            other = tuple(range(2, sparse.ndim))  # positions (one set) or sets (a batch)
             rows = np.flatnonzero(sparse.any((1, *other)))
             if rows.size:
                 cols = np.flatnonzero(sparse.any((0, *other)))
                 diff = diffs(cols)
                 w = torch.as_tensor(sparse[np.ix_(rows, cols)], dtype=diff.dtype)
-                if other:  # Σ_s w[r, s, t] (o_s − c_s)[n, t, :]
+                if other and sets:  # Σ_s w[r, s, k] (o_s − c_s)[k-th set's prompts]
+                    upd = torch.einsum("rck,ckm->rkm", w, diff.view(cols.size, sets, -1))
+                    upd = upd.reshape(rows.size, *resid.shape)
+                elif other:  # Σ_s w[r, s, t] (o_s − c_s)[n, t, :]
                     upd = torch.einsum("rct,cntd->rntd", w, diff.view(cols.size, *resid.shape))
                 else:
                     upd = (w @ diff).view(rows.size, *resid.shape)
@@ -180,7 +200,7 @@ class TaskModel:
         ``kept``: ``(n_edges,)`` bool (None: every edge), the others read ``cf`` (a list of
         the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable); or
         ``(n_edges, T)`` bool, an edge kept or removed position by position
-        (:meth:`.graph.Graph.blocks`).
+        (:meth:`.graph.Graph.blocks`); or :class:`.edge_sets.EdgeSets` (:meth:`run_sets`).
 
         Without ``grad`` an edge set's run keeps every sender's ``o_s − c_s`` in one
         ``(S, n, T, d)`` buffer, written once. ``record``: also return ``"checkpoint"``, the
@@ -192,18 +212,14 @@ class TaskModel:
         import torch
 
         g, hm = self.graph, self.hm
-        blocks = None
-        if kept is not None:
-            if cf is None:
-                raise InputError("an edge set needs the senders' counterfactual outputs")
-            blocks = [~b for b in g.blocks(kept)]
-            if np.ndim(kept) == 2 and np.shape(kept)[1] != emb.shape[1]:
-                raise InputError(f"a per-position edge set has {np.shape(kept)[1]} positions, "
-                                 f"the prompts {emb.shape[1]}")
+        sets = kept.k if isinstance(kept, EdgeSets) else None
+        blocks = None if kept is None else self._blocks(kept, cf, emb.shape[1])
         if (record or resume is not None) and (blocks is None or grad):
             raise InputError("record and resume need an edge set and no gradient")
         leaves = [] if grad else None
         n_send = len(g.senders)
+        emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
+        delta = partial(edge_delta, sets=sets)
         buf = None
         if blocks is not None and not grad:
             buf = torch.empty((n_send, *emb.shape), dtype=emb.dtype)
@@ -214,24 +230,24 @@ class TaskModel:
                 return flat if cols.size == st.n_senders else flat[torch.as_tensor(cols)]
         else:
             def diffs(cols):
-                return torch.stack([outs[int(s)] - cf[int(s)] for s in cols]).flatten(1)
+                return torch.stack([delta(outs[int(s)], cf[int(s)]) for s in cols]).flatten(1)
 
         H = hm.n_heads
         first = 0
         if resume is not None:
             ck, first = resume
             state = ck["stages"][first]
-            resid, mlp_resid, dsum, mlp_dsum = (state[k] for k in (
+            resid, mlp_resid, dsum, mlp_dsum = (copies(state[k], sets) for k in (
                 "resid", "mlp_resid", "dsum", "mlp_dsum"))
             n_out = state["n_out"]
-            buf[:n_out] = ck["buffer"][:n_out]
+            buf[:n_out] = copies(ck["buffer"][:n_out], sets, axis=1)
             outs = [None] * n_out
         else:
             outs, n_out = [emb], 1
             resid = mlp_resid = emb
             dsum = mlp_dsum = None
             if blocks is not None:  # Σ (o_s − c_s) over senders so far
-                dsum = emb - cf[0]
+                dsum = delta(emb, cf[0])
                 if buf is not None:
                     buf[0] = dsum
         stages = [] if record else None
@@ -245,7 +261,7 @@ class TaskModel:
                 rem = None if blocks is None or not blocks[si].any() else blocks[si]
                 if st.kind == "attn":
                     li = st.layer
-                    x = self._inputs(resid, dsum, st, diffs, rem, leaves)
+                    x = self._inputs(resid, dsum, st, diffs, rem, leaves, sets)
                     xn = hm.norm(li)(x)
                     zs = []
                     for h in range(H):
@@ -257,7 +273,8 @@ class TaskModel:
                     attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
                     mlp_dsum = dsum
                     if dsum is not None:
-                        heads = [o - c for o, c in zip(new, cf[n_out:n_out + H], strict=True)]
+                        heads = [delta(o, c) for o, c in zip(new, cf[n_out:n_out + H],
+                                                             strict=True)]
                         if buf is not None:
                             for j, dh in enumerate(heads):
                                 buf[n_out + j] = dh
@@ -269,13 +286,13 @@ class TaskModel:
                     resid = resid + attn_sum
                 elif st.kind == "mlp":
                     li = st.layer
-                    x = self._inputs(mlp_resid, mlp_dsum, st, diffs, rem, leaves)
+                    x = self._inputs(mlp_resid, mlp_dsum, st, diffs, rem, leaves, sets)
                     y = self.mlps[li](self.mlp_norms[li](x[0]))
                     y = y[0] if isinstance(y, tuple) else y
                     if self.mlp_posts[li] is not None:
                         y = self.mlp_posts[li](y)
                     if dsum is not None:
-                        dy = y - cf[n_out]
+                        dy = delta(y, cf[n_out])
                         if buf is not None:
                             buf[n_out] = dy
                         dsum = dsum + dy
@@ -283,7 +300,7 @@ class TaskModel:
                     n_out += 1
                     resid = resid + y
                 else:
-                    x = self._inputs(resid, dsum, st, diffs, rem, leaves)
+                    x = self._inputs(resid, dsum, st, diffs, rem, leaves, sets)
                     logits = self.head(self.final(self.readout(x[0])))
                     if self.softcap:
                         logits = torch.tanh(logits / self.softcap) * self.softcap
@@ -291,6 +308,25 @@ class TaskModel:
         if record:
             out["checkpoint"] = {"stages": stages, "buffer": buf}
         return out
+
+    def _blocks(self, kept, cf, positions: int):
+        """Each stage's removed edges (:meth:`.graph.Graph.blocks`) of ``kept``, checked."""
+        if cf is None:
+            raise InputError("an edge set needs the senders' counterfactual outputs")
+        if isinstance(kept, EdgeSets):
+            return [~b for b in self.graph.blocks(np.transpose(kept.kept))]
+        if np.ndim(kept) == 2 and np.shape(kept)[1] != positions:
+            raise InputError(f"a per-position edge set has {np.shape(kept)[1]} positions, "
+                             f"the prompts {positions}")
+        return [~b for b in self.graph.blocks(kept)]
+
+    def run_sets(self, emb, cf, kept_sets, *, resume=None):
+        """``(K, n, …)`` logits of ``K`` edge sets ``kept_sets`` ``(K, n_edges)`` in one
+        forward (:mod:`.edge_sets`); ``cf``, ``resume`` as :meth:`run`'s, for the ``n`` prompts
+        once. Each set's logits are its own :meth:`run`'s up to float rounding."""
+        sets = EdgeSets(kept_sets, self.graph.n_edges)
+        logits = self.run(emb, cf=cf, kept=sets, resume=resume)["logits"]
+        return logits.view(sets.k, -1, *logits.shape[1:])
 
     def _head_outputs(self, li: int, zs):
         """(each head's output ``(n, T, d)``, the bias the block adds besides) of layer ``li``

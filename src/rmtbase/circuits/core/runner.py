@@ -27,6 +27,10 @@ BATCH = 8
 #: A default batch grows above :data:`BATCH` prompts while its :func:`batch_bytes` stay
 #: within this: on a small model one pass over few prompts costs mostly per-call overhead.
 BATCH_BYTES = 64 << 20
+#: Bytes the edge sets of one batched forward hold (:meth:`Runner.sets_per_run`), and the
+#: most sets one forward runs.
+SET_BATCH_BYTES = 128 << 20
+MAX_SETS = 64
 #: Bytes of counterfactual outputs kept between passes over the prompts (:meth:`Runner.prepared`).
 CACHE_BYTES = 1 << 30
 
@@ -36,6 +40,14 @@ def batch_bytes(tm, n: int, t: int) -> int:
     g = tm.graph
     receivers = sum(len(st.receivers) for st in g.stages)
     return 4 * n * t * tm.hm.d * (2 * len(g.senders) + receivers)
+
+
+def set_bytes(tm, n: int, t: int) -> int:
+    """Bytes one edge set of a batched run holds on ``n`` prompts of ``t`` tokens, float32:
+    its senders' ``o_s − c_s`` and a stage's receiver inputs, twice (their norms)."""
+    g = tm.graph
+    widest = max(len(st.receivers) for st in g.stages)
+    return 4 * n * t * tm.hm.d * (len(g.senders) + 2 * widest)
 
 
 def auto_batch(tm, task: Task) -> int:
@@ -166,19 +178,59 @@ class Runner:
                 ck = run.get("checkpoint")
                 at_base = at_base if full else self.value(b, run["logits"], name)
                 del run
-            for i, (kept, s) in enumerate(zip(kept_sets, starts, strict=True)):
+            for idx, s in self._groups(kept_sets, starts, n_stages, hi - lo):
+                resume = (ck, s) if ck is not None and 0 < s < n_stages else None
                 if s == n_stages:
-                    v = at_base
+                    v = at_base.expand(len(idx), -1)
+                elif len(idx) == 1:
+                    v = self.value(b, tm.run(b["emb"], cf=b["cf"], kept=kept_sets[idx[0]],
+                                             resume=resume)["logits"], name)[None]
                 else:
-                    resume = (ck, s) if ck is not None and s > 0 else None
-                    v = self.value(b, tm.run(b["emb"], cf=b["cf"], kept=kept,
-                                             resume=resume)["logits"], name)
-                out[i, lo:hi] = v.detach().double().numpy()
-                bar.update(hi - lo)
+                    v = self._values(b, name, tm.run_sets(
+                        b["emb"], b["cf"], np.stack([kept_sets[i] for i in idx]),
+                        resume=resume))
+                out[idx, lo:hi] = v.detach().double().numpy()
+                bar.update(len(idx) * (hi - lo))
             del ck
             if self.on_batch is not None:
                 self.on_batch(len(kept_sets) * (hi - lo), time.perf_counter() - t0)
 
+    def _groups(self, kept_sets, starts, n_stages: int, n: int):
+        """(set indices, start stage) of the edge sets run together on a batch of ``n``
+        prompts: sets of one start stage, in order, at most :meth:`sets_per_run` at a time;
+        a per-position set alone."""
+        size = self.sets_per_run(n)
+        order = sorted(range(len(starts)), key=lambda i: starts[i])
+        group, at = [], None
+        for i in order:
+            alone = np.ndim(kept_sets[i]) != 1
+            if group and (starts[i] != at or len(group) >= size or alone):
+                yield group, at
+                group = []
+            group.append(i)
+            at = starts[i]
+            if alone:
+                yield group, at
+                group = []
+        if group:
+            yield group, at
 
-__all__ = ["BATCH", "BATCH_BYTES", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "auto_batch",
-           "batch_bytes"]
+    def sets_per_run(self, n: int) -> int:
+        """Edge sets one forward runs together on ``n`` prompts (:meth:`.forward.TaskModel
+        .run_sets`): as many as keep their :func:`set_bytes` within :data:`SET_BATCH_BYTES`,
+        at most :data:`MAX_SETS`."""
+        per = max(1, set_bytes(self.tm, n, self.task.length))
+        return int(max(1, min(MAX_SETS, SET_BATCH_BYTES // per)))
+
+    def _values(self, b: dict, name: str, logits):
+        """``(K, n)`` metric ``name`` of a batch of sets' logits ``(K, n, …)`` on batch ``b``."""
+        k = logits.shape[0]
+
+        def rep(x):
+            return None if x is None else x.repeat(k, *[1] * (x.ndim - 1))
+        flat = logits.reshape(-1, *logits.shape[2:])
+        return metric(name, flat, rep(b["answer"]), rep(b["wrong"]), rep(b["ref"])).view(k, -1)
+
+
+__all__ = ["BATCH", "BATCH_BYTES", "CACHE_BYTES", "COUNTERFACTUALS", "MAX_SETS", "Runner",
+           "SET_BATCH_BYTES", "auto_batch", "batch_bytes", "set_bytes"]
