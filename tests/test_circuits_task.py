@@ -412,8 +412,9 @@ def test_kept_batches_give_the_numbers_of_recomputed_ones():
     kept = Runner(tm, task, batch=2)
     a = np.concatenate([kept.metrics(sets[:2]), kept.metrics(sets[2:])])
     assert len(kept._cache) == 3  # the second call read the kept batches
-    b = Runner(tm, task, batch=2, cache_bytes=0).metrics(sets)
-    assert np.array_equal(a, b)  # exact: the same operations on the same inputs
+    fresh = Runner(tm, task, batch=2, cache_bytes=0)
+    b = np.concatenate([fresh.metrics(sets[:2]), fresh.metrics(sets[2:])])
+    assert np.array_equal(a, b)  # exact: the same operations (sets grouped alike), inputs
 
 
 @pytest.mark.parametrize("steps", [0, 3])
@@ -1103,7 +1104,7 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     tm = TaskModel(net)
     g = tm.graph
     r = Runner(tm, task, batch=4)
-    res = prune(r, fraction=0.5, tail=3)
+    res = prune(r, fraction=0.5, tail=3, guard=0)  # the guard: tests/test_task_batched.py
     full, empty = r.metrics([g.full(), g.empty()]).mean(-1)
     sign = np.sign(full - empty)  # this random model's: −1
     assert sorted(res["order"].tolist()) == list(range(g.n_edges))
@@ -1161,7 +1162,7 @@ def test_pruning_under_kl_keeps_the_edges_whose_removal_raises_it_longest():
         d, _ = patch_edges(r, np.flatnonzero(gone | left), within=gone | left)
         live = np.flatnonzero(gone | left)
         assert d[gone[live]].min() >= d[left[live]].max() - 1e-9, rd
-    flipped = prune(r, fraction=0.5, tail=3, sign=1.0)
+    flipped = prune(r, fraction=0.5, tail=3, behaviour=1.0)
     assert not np.array_equal(flipped["order"], res["order"])
 
 
@@ -1341,7 +1342,7 @@ def test_pruning_tells_its_time_once_at_its_first_batchs_rate(monkeypatch):
     r, said, rates = Runner(TaskModel(net), task, batch=2), [], []
     monkeypatch.setattr(P, "rate_line", lambda total, n, seconds: rates.append((total, n)) or
                         f"{total} {n}")
-    res = P.prune(r, fraction=0.5, tail=3, say=said.append)
+    res = P.prune(r, fraction=0.5, tail=3, say=said.append, guard=0)  # the plan's sets
     e = r.tm.graph.n_edges
     assert rates == [(res["sets"] * 4, (e + 1) * 2)] and len(said) == 1  # the circuit + e sets
     assert r.on_batch is None
@@ -1367,7 +1368,7 @@ def test_a_failed_pruning_leaves_the_runner_without_its_hook(monkeypatch):
 
     monkeypatch.setattr(r, "metrics", metrics)
     with pytest.raises(KeyboardInterrupt):
-        P.prune(r, fraction=0.5, tail=3, say=lambda text: None, sign=1.0)
+        P.prune(r, fraction=0.5, tail=3, say=lambda text: None, behaviour=1.0)
     assert calls[0] is not None and r.on_batch is None
 
 
@@ -1562,9 +1563,10 @@ def test_the_search_names_its_stages_when_asked(capsys):
 
 def test_the_plan_is_told_before_the_weights_are_read(tmp_path, capsys):
     """``rmtbase circuits --task``: one line with pairs x tokens, the graph's edges and the
-    edge sets pruning in context plans, each a forward pass over the fit pairs; its count is
-    the run's (summary.json), and the line comes before the weights are read (a model whose
-    weights cannot be read still gets it, then the refusal)."""
+    edge sets pruning in context plans, each a forward pass over the fit pairs; the run's count
+    (summary.json) is that and the guard's retries, and the line comes before the weights are
+    read (a model whose weights cannot be read still gets it, then the refusal)."""
+    from rmtbase.circuits.task.prune import plan
     from rmtbase.circuits.task.taskfile import write_task
     from rmtbase.cli import main
 
@@ -1578,9 +1580,12 @@ def test_the_plan_is_told_before_the_weights_are_read(tmp_path, capsys):
     s = json.loads((out / "summary.json").read_text())
     sets = s["ranking"]["sets"]
     assert s["ranking"]["method"] == "pruning in context" and s["split"]["fit"] == 2
+    planned = plan(s["n_edges"])  # the guard's retries come beside the plan
+    assert planned <= sets <= 2 * planned
     assert line == (f"rmtbase circuits --task: plan: 4 prompt pairs x {t.length} tokens (2 to "
-                    f"rank), {s['n_edges']} edges; pruning in context: {sets:,} edge sets, each "
-                    f"a forward pass over the 2 pairs ({2 * sets:,} of 400,000 set-prompts)")
+                    f"rank), {s['n_edges']} edges; pruning in context: {planned:,} edge sets, "
+                    f"each a forward pass over the 2 pairs ({2 * planned:,} of 400,000 "
+                    f"set-prompts)")
     (folder / "model.safetensors").write_bytes(b"not weights")
     assert main(["circuits", str(folder), "--task", str(task), "--out", str(tmp_path / "o2"),
                  "--no-figures"]) == 2

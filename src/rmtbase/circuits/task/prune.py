@@ -1,14 +1,14 @@
 """A task's edges ranked by pruning in context: each edge's exact effect measured against the
-circuit being built. From every edge kept (``C = M``) each round measures, for every edge
-``e`` in ``C``, ``δ_e = m(C) − m(C ∖ {e})`` (mean over prompts; positive: the edge carries the
-metric) and removes the ``fraction`` with the smallest ``δ`` (one at a time below ``tail``
-edges). The removal order, reversed, ranks every edge, so each top ``k`` was itself measured
-as a circuit: ACDC's greedy pruning (Conmy et al. 2023, arXiv:2304.14997) without its
-threshold. The first round is every edge against the clean run (:mod:`..core.exact`); later rounds
-see what a gradient at a saturated clean run cannot. ``stop``: the first round whose every ``δ``
-passes a rule marks a circuit (ACDC's, statistically stopped). Cost (:func:`plan`): about
-``E / fraction + tail² / 2`` edge sets, each a pass over the prompts, each starting at the
-stage where it differs from the round's circuit.
+circuit being built. From every edge kept (``C = M``) each round measures, for every edge ``e``
+in ``C``, ``δ_e = m(C) − m(C ∖ {e})`` (mean over prompts) and removes the ``fraction`` with the
+smallest ``δ`` (from ``tail`` edges down, ``⌈n / TAIL_STEP⌉``), while their joint loss ``m(C) −
+m(C ∖ D)`` exceeds their losses alone by at most ``guard`` se or :data:`TOLERANCE` of the
+behaviour (edges that back each other up each look idle), else fewer (:func:`_guarded`). The
+removal order, reversed, ranks every edge, so each top ``k`` was itself measured as a circuit:
+ACDC's greedy pruning (Conmy et al. 2023, arXiv:2304.14997) without its threshold; ``stop``
+marks the first round whose every ``δ`` passes a rule. Cost (:func:`plan`): about ``E / fraction
++ tail² / 3`` edge sets, each a pass over the prompts from the stage where it differs from
+``C``, a stage's sets run together (:meth:`..core.runner.Runner.metrics`).
 
 Where that is too many, :func:`prune_estimated` prunes on estimates: each round scores every
 edge of ``C`` by the integrated gradient in ``C``'s context (:func:`..core.attribution.attribute`
@@ -18,6 +18,8 @@ model, is EAP-IG (Hanna et al. 2024). A round costs ``steps`` forward and backwa
 whatever the graph's size."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,9 +31,14 @@ from ..core.runner import Runner
 from ..core.se import mean_se
 
 #: Fraction of the circuit's edges removed per round while more than :data:`TAIL` are left.
-FRACTION = 0.1
-#: Below this many edges, one edge is removed per round.
+FRACTION = 0.5
+#: From this many edges down, a round removes one edge per :data:`TAIL_STEP` left.
 TAIL = 32
+TAIL_STEP = 16
+#: A round removes several edges only while they lose at most this many se together, or
+#: this fraction of the behaviour ``m(M) − m(∅)``.
+GUARD = 2.0
+TOLERANCE = 0.02
 #: The fraction of the live edges an estimated round keeps, and its integral's points.
 KEEP = 0.1
 STEPS = 5
@@ -59,13 +66,13 @@ def plan_line(n_edges: int, pairs: int, tokens: int, fit: int, *, budget: int = 
     """The search's size before it starts: pairs × tokens, the graph's edges and the edge sets
     the ranking runs, each a forward pass over the ``fit`` pairs (:func:`plan` where it
     :func:`fits` ``budget``, else :func:`prune_estimated`'s rounds and the ``top`` edges
-    patched exactly)."""
+    patched exactly; there, two lines)."""
     n, size = plan(n_edges), f"{pairs} prompt pairs x {tokens} tokens ({fit} to rank)"
     if budget and fits(n_edges, fit, budget):
         return (f"plan: {size}, {n_edges:,} edges; pruning in context: {n:,} edge sets, each "
                 f"a forward pass over the {fit} pairs ({n * fit:,} of {budget:,} set-prompts)")
     return (f"plan: {size}, {n_edges:,} edges; pruning would take {n:,} edge sets x {fit} "
-            f"pairs, over {budget:,}: pruning on integrated gradients, "
+            f"pairs, over {budget:,}:\n    pruning on integrated gradients, "
             f"{estimated_rounds(n_edges)} rounds of {steps} forward and backward passes, then "
             f"the top {min(top, n_edges)} edges patched exactly")
 
@@ -89,18 +96,25 @@ def _told_once(runner: Runner, say, total: int):
 
 
 def _removed(n: int, fraction: float, tail: int) -> int:
-    return 1 if n <= tail else max(1, int(fraction * n))
+    """Edges a round of ``n`` live edges removes at most: the ``fraction`` above ``tail`` (down
+    to ``tail``), then ``⌈n / TAIL_STEP⌉``."""
+    return -(-n // TAIL_STEP) if n <= tail else max(1, min(int(fraction * n), n - tail))
+
+
+def _behaviour(runner: Runner) -> float:
+    """``m(M) − m(∅)`` on ``runner``'s task."""
+    g = runner.tm.graph
+    full, empty = runner.metrics([g.full(), g.empty()], desc="full and empty graphs").mean(-1)
+    return float(full - empty)
 
 
 def behaviour_sign(runner: Runner) -> float:
     """The sign of ``m(M) − m(∅)`` on ``runner``'s task (+1 where it does not move)."""
-    g = runner.tm.graph
-    full, empty = runner.metrics([g.full(), g.empty()], desc="full and empty graphs").mean(-1)
-    return -1.0 if full < empty else 1.0
+    return -1.0 if _behaviour(runner) < 0 else 1.0
 
 
 def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=None,
-          stop=None, sign: float | None = None) -> dict:
+          stop=None, behaviour: float | None = None, guard: float = GUARD) -> dict:
     """Rank every edge of ``runner``'s graph by pruning in context (module docstring):
     ``order`` (edge numbers, the last removed first), ``key`` ``(E,)`` (``E`` for the first
     edge of ``order`` down to 1), ``context`` and ``context_se`` ``(E,)`` (each edge's ``δ``
@@ -110,49 +124,95 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
     ``sets``. ``say``: given :func:`rate_line` after the first batch (None: nothing said).
     ``stop(d, se) → bool`` on a round's live ``δ``, se: ``stopped`` ``(E,)``, the first such
     round's circuit (or none), its ``stopped_effect``, ``stopped_se`` (NaN elsewhere).
-    ``sign``: the behaviour's, of ``m(M) − m(∅)`` (None: measured here); a round removes the
-    edges of least ``sign · δ``, so that under ``kl`` (lower is better) the edges whose removal
-    raises the divergence most are kept longest."""
+    ``behaviour``: ``m(M) − m(∅)`` (None: measured here); a round removes the edges of least
+    ``sign · δ`` (under ``kl``, lower is better: the edges whose removal raises the divergence
+    most are kept longest), and :func:`_guarded` allows ``guard`` se or :data:`TOLERANCE` of
+    ``|behaviour|`` (``guard`` 0: no check)."""
     if not 0 < fraction < 1:
         raise InputError(f"the pruning fraction lies in (0, 1), got {fraction!r}")
     tail = check_int("tail", tail, 1, MAX_COUNT)
     g = runner.tm.graph
-    sign = behaviour_sign(runner) if sign is None else float(np.sign(sign))
-    kept = g.full()
-    removed, rounds, sets = [], 0, 0
-    context, context_se = np.zeros(g.n_edges), np.zeros(g.n_edges)
-    at = np.zeros(g.n_edges, dtype=np.int64)
-    clean = clean_se = None
-    stopped = g.empty()
-    st_d, st_se = np.full(g.n_edges, np.nan), np.full(g.n_edges, np.nan)
+    kept, removed, rounds, sets = g.full(), [], 0, 0
+    out = {"context": np.zeros(g.n_edges), "context_se": np.zeros(g.n_edges),
+           "round": np.zeros(g.n_edges, dtype=np.int64), "clean": None, "clean_se": None,
+           "stopped": g.empty(), "stopped_effect": np.full(g.n_edges, np.nan),
+           "stopped_se": np.full(g.n_edges, np.nan)}
+    behaviour = _behaviour(runner) if behaviour is None else float(behaviour)
+    sign = -1.0 if behaviour < 0 else 1.0
+    limits = Limits(sign, guard, TOLERANCE * abs(behaviour))
     if say is not None:
         runner.on_batch = _told_once(runner, say, plan(g.n_edges, fraction=fraction,
                                                        tail=tail) * runner.task.n)
     try:
         while kept.any():
             live = np.flatnonzero(kept)
-            trial = []
-            for e in live:
-                k = kept.copy()
-                k[e] = False
-                trial.append(k)
-            vals = runner.metrics([kept, *trial], desc=f"pruning, {live.size} edges", base=kept)
-            d, se = mean_se(vals[:1] - vals[1:])
-            if clean is None:
-                clean, clean_se = d, se
-            if stop is not None and not stopped.any() and stop(d, se):
-                stopped[live], st_d[live], st_se[live] = True, d, se
-            drop = np.argsort(sign * d, kind="stable")[:_removed(live.size, fraction, tail)]
-            context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
-            at[live[drop]] = rounds
-            removed.extend(live[drop].tolist())
-            kept[live[drop]] = False
-            rounds, sets = rounds + 1, sets + live.size
+            vals, d, se = _in_context(runner, kept, live)
+            _record_round(out, live, d, se, stop)
+            drop = np.argsort(sign * d, kind="stable")
+            n_drop, tried = _guarded(runner, kept, live[drop], sign * d[drop], vals[0],
+                                     _removed(live.size, fraction, tail), limits)
+            drop, edges = drop[:n_drop], live[drop[:n_drop]]
+            out["context"][edges], out["context_se"][edges] = d[drop], se[drop]
+            out["round"][edges] = rounds
+            removed.extend(edges.tolist())
+            kept[edges] = False
+            rounds, sets = rounds + 1, sets + tried + live.size
     finally:  # the runner outlives a failed pruning
         runner.on_batch = None
-    return {**_ranked(removed), "context": context, "context_se": context_se,
-            "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets,
-            "stopped": stopped, "stopped_effect": st_d, "stopped_se": st_se}
+    return {**_ranked(removed), **out, "rounds": rounds, "sets": sets}
+
+
+def _record_round(out: dict, live, d, se, stop) -> None:
+    """Into ``out``: the first round's ``δ`` as ``clean``, the first to pass ``stop``'s."""
+    if out["clean"] is None:
+        out["clean"], out["clean_se"] = d, se
+    elif stop is not None and not out["stopped"].any() and stop(d, se):
+        out["stopped"][live], out["stopped_effect"][live], out["stopped_se"][live] = True, d, se
+
+
+def _in_context(runner: Runner, kept, live):
+    """(per-prompt metrics ``(1 + L, N)`` of ``kept`` then of ``kept`` less each ``live`` edge,
+    ``δ``, its se): every live edge's exact effect in the circuit ``kept``."""
+    trial = []
+    for e in live:
+        k = kept.copy()
+        k[e] = False
+        trial.append(k)
+    vals = runner.metrics([kept, *trial], desc=f"pruning, {live.size} edges", base=kept)
+    return (vals, *mean_se(vals[:1] - vals[1:]))
+
+
+class Limits(NamedTuple):
+    """:func:`_guarded`'s: the behaviour's ``sign``, ``guard`` se, ``tolerance`` metric units."""
+
+    sign: float
+    guard: float
+    tolerance: float
+
+
+def _guarded(runner: Runner, kept, candidates, alone, at_kept, n_drop: int,
+             limits: Limits) -> tuple[int, int]:
+    """(edges a round removes, edge sets run): the longest prefix ``D`` of the first ``n_drop``
+    ``candidates`` (``alone``: their ``sign · δ``) whose joint loss ``sign · (m(C) − m(C ∖ D))``
+    (``at_kept``: ``m(C)`` per prompt) exceeds ``Σ_D max(sign · δ, 0)`` by at most ``guard`` se
+    or ``tolerance``, searched in chunks (a failing chunk halved); one edge at least."""
+    sign, guard, tolerance = limits
+    if n_drop <= 1 or guard <= 0:
+        return n_drop, 0
+    alone = np.cumsum(np.maximum(np.asarray(alone, dtype=np.float64), 0.0))
+    tried, pos, size = 0, 0, n_drop
+    while size >= 1 and pos < n_drop:
+        size = min(size, n_drop - pos)
+        k = kept.copy()
+        k[candidates[:pos + size]] = False
+        loss, loss_se = mean_se(sign * (at_kept - runner.metrics([k], desc="pruning, joint",
+                                                                 base=kept)[0]))
+        tried += 1
+        if loss - alone[pos + size - 1] <= max(guard * loss_se, tolerance):
+            pos += size
+        else:
+            size //= 2
+    return max(pos, 1), tried
 
 
 def _ranked(removed: list) -> dict:
@@ -217,5 +277,5 @@ def prune_estimated(runner: Runner, *, keep: float = KEEP, steps: int = STEPS,
             "rounds": rounds}
 
 
-__all__ = ["BUDGET", "FRACTION", "KEEP", "STEPS", "TAIL", "behaviour_sign", "estimated_rounds",
-           "fits", "plan", "plan_line", "prune", "prune_estimated", "rate_line"]
+__all__ = ["BUDGET", "FRACTION", "GUARD", "KEEP", "STEPS", "TAIL", "behaviour_sign",
+           "estimated_rounds", "fits", "plan", "plan_line", "prune", "prune_estimated", "rate_line"]

@@ -155,8 +155,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     verdicts = None
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
-        pr = prune.prune(r, say=say, stop=stop_rule(behaviour, fit_task.n),
-                         sign=np.sign(behaviour))
+        pr = prune.prune(r, say=say, stop=stop_rule(behaviour, fit_task.n), behaviour=behaviour)
         key, patched = pr["key"], np.arange(n_edges)
         eff, eff_se = pr["clean"], pr["clean_se"]
         verdicts, confirmed_in = confirm_in_context(r, pr, behaviour), "stopped"
