@@ -70,7 +70,10 @@ from task_circuits import TL_READY, TRACR_MODEL, TRACR_PAIRS, tracr_weights  # n
 
 CONFIG, MODEL_SEED = "3x4d64", 0
 TASKS = ("answer", "key")
-PEER_METHODS = ("EAP", "EAP-IG", "ACDC")
+PEER_METHODS = ("EAP", "EAP-IG", "ACDC", "SP")
+#: Random orders a ranking with tied |scores| is scored in (each tie broken at random), and
+#: their generator's seed.
+TIE_ORDERS, TIE_SEED = 5, 12
 TARGET = 0.8
 #: The children's PYTHONHASHSEED: ACDC visits a layer's edges in the order of a Python set of
 #: edges named by strings, so its result changes with the hash seed; fixed, a run repeats.
@@ -265,6 +268,11 @@ _PEER_RANK = r'''c0 = time.process_time()
 if method == "ACDC":
     from auto_circuit.prune_algos.ACDC import acdc_prune_scores
     ps = acdc_prune_scores(model, dl, None)
+elif method == "SP":  # subnetwork probing: a learned mask, auto-circuit's defaults
+    import torch.optim.adam  # noqa: F401  (auto-circuit 1.0.1 reads t.optim.adam.Adam)
+    from auto_circuit.prune_algos.subnetwork_probing import subnetwork_probing_prune_scores
+    t.manual_seed(0)
+    ps = subnetwork_probing_prune_scores(model, dl, None)
 else:
     from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
     kw = {"mask_val": 0.0} if method == "EAP" else {"integrated_grad_samples": ig}
@@ -472,21 +480,25 @@ def run_task(args, folder, task, tmp: Path) -> dict:
             methods[m] = {"cpu_s": got["cpu_s"], "peak_rss_mb": got["peak_rss_mb"],
                           "process_cpu_s": proc}
         rk_p, ev_p = tmp / f"{task.name}_rankings.json", tmp / f"{task.name}_eval.json"
-        rk_p.write_text(json.dumps(rankings))
+        rk_p.write_text(json.dumps({**rankings, **tie_orders(rankings)}))
         _log(f"{task.name}: evaluation")
         proc = _run([args.peers, str(script), "eval", str(held_p), str(rk_p), str(ev_p)], False)
         ev = json.loads(ev_p.read_text())
         if any(sorted(rankings["rmtbase"]) != sorted(v) for v in rankings.values()):
             raise SystemExit("rmtbase's and auto-circuit's edges differ")
-        for m, row in ev["rankings"].items():
+        for m in rankings:
+            row = ev["rankings"][m]
             cur = curve_summary(row["logit_diff"], ev["edges"])
             vals = np.abs(np.array(list(rankings[m].values())))
             methods[m].update({
                 "top_tie": int((vals == vals.max()).sum()),
-                "area": cur["area"], "smallest_reaching_0.8": cur["smallest_reaching_0.8"],
+                "tied_edges": int(vals.size - np.unique(vals).size),
+                "area_tie_joined": cur["area"],
+                "smallest_tie_joined": cur["smallest_reaching_0.8"],
                 "ac_auc_logit_diff": row["ac_auc_logit_diff"],
                 "ac_auc_logit_diff_percent": row["ac_auc_logit_diff_percent"],
-                "curve": cur})
+                "curve_tie_joined": cur,
+                **broken_ties(m, ev["rankings"], ev["edges"])})
         common_areas(methods, ev["edges"])
         evaluation = {"process_cpu_s": proc, "peak_rss_mb": ev["peak_rss_mb"],
                       "rmtbase_scorer_vs_evaluator_max_abs": scorer_check(
@@ -500,18 +512,58 @@ def run_task(args, folder, task, tmp: Path) -> dict:
             "edges": len(rankings["rmtbase"]), "methods": methods, "evaluation": evaluation}
 
 
+def tie_orders(rankings: dict, orders: int = TIE_ORDERS, seed: int = TIE_SEED) -> dict:
+    """``{"<method>#<r>": scores}``: for each ranking with edges of tied ``|score|``, ``orders``
+    strict rankings, each breaking every tie at random (edges of one ``|score|`` in a random
+    order, ``numpy.random.default_rng([seed, r])``), scored ``E … 1``; a ranking without ties
+    has none (its own order is its only one)."""
+    out = {}
+    for m, scores in rankings.items():
+        names = list(scores)
+        vals = np.abs(np.array([scores[n] for n in names]))
+        if np.unique(vals).size == vals.size:
+            continue
+        for r in range(orders):
+            jitter = np.random.default_rng([seed, r]).permutation(vals.size)
+            order = np.lexsort((jitter, -vals))  # by |score| descending, ties by the draw
+            key = np.empty(vals.size)
+            key[order] = np.arange(vals.size, 0, -1, dtype=np.float64)
+            out[f"{m}#{r}"] = {n: float(k) for n, k in zip(names, key, strict=True)}
+    return out
+
+
+def broken_ties(m: str, evaluated: dict, n_edges: int) -> dict:
+    """The curve of ranking ``m`` with its ties broken at random (:func:`tie_orders`): the
+    faithfulness at every ``k`` (mean and sd over the orders), the area of each order (mean,
+    sd), the smallest ``k`` reaching :data:`TARGET` of each order; a ranking without ties is
+    its own one order."""
+    labels = [k for k in evaluated if k.split("#")[0] == m and "#" in k] or [m]
+    curves = [curve_summary(evaluated[k]["logit_diff"], n_edges) for k in labels]
+    f = np.array([c["faithfulness"] for c in curves])
+    areas = np.array([c["area"] for c in curves])
+    smallest = [c["smallest_reaching_0.8"] for c in curves]
+    return {"orders": len(labels), "area": float(areas.mean()),
+            "area_sd": float(areas.std(ddof=1)) if len(labels) > 1 else 0.0,
+            "smallest_reaching_0.8": None if None in smallest else float(np.mean(smallest)),
+            "smallest_by_order": smallest,
+            "curve": {"k": curves[0]["k"], "faithfulness": f.mean(0).round(5).tolist(),
+                      "faithfulness_sd": f.std(0).round(5).tolist()}}
+
+
 def _areas(r: dict) -> tuple[str, str]:
     """A ranking's own-points and common-``k`` areas as its table row prints them."""
     return tuple(f"{r[k]:.3f}" if k in r else "-" for k in ("area", "area_common_k"))
 
 
 def _table(doc) -> str:
-    lines = [f"{'task':7s} {'ranking':8s} {'area':>6s} {'common':>6s} {'k>=0.8':>7s} "
-             f"{'CPU-s':>7s} {'proc CPU-s':>10s} {'peak MB':>8s}"]
+    lines = [f"{'task':16s} {'ranking':8s} {'area':>6s} {'sd':>6s} {'joined':>6s} "
+             f"{'k>=0.8':>7s} {'CPU-s':>7s} {'proc CPU-s':>10s} {'peak MB':>8s}"]
     for row in doc["tasks"]:
         for m, r in row["methods"].items():
-            area, common = _areas(r)
-            lines.append(f"{row['task']:7s} {m:8s} {area:>6s} {common:>6s} "
+            area = f"{r['area']:.3f}" if "area" in r else "-"
+            sd = f"{r['area_sd']:.3f}" if "area_sd" in r else "-"
+            joined = f"{r['area_tie_joined']:.3f}" if "area_tie_joined" in r else "-"
+            lines.append(f"{row['task']:16s} {m:8s} {area:>6s} {sd:>6s} {joined:>6s} "
                          f"{r.get('smallest_reaching_0.8')!s:>7s} {r['cpu_s']:7.1f} "
                          f"{r['process_cpu_s']:10.1f} {r['peak_rss_mb']:8.0f}")
     return "\n".join(lines)
@@ -716,6 +768,52 @@ def tracr_main(args) -> int:
     return 0
 
 
+#: ``--suite``: (label, zoo, recipe or config, seed, tasks). ``mlp``: :mod:`rmtbase.studies.
+#: _mlp_induction`'s configurations; ``zoo``: :mod:`rmtbase.studies._circuit_zoo`'s recipes,
+#: ``mlp3s`` (the key path through MLP0) this benchmark's own. Prompts as :func:`induction_layout_tasks` draws them, ids within each
+#: model's vocabulary.
+SUITE = (("3x4d64 s0", "mlp", "3x4d64", 0, ("answer", "key")),
+         ("3x4d64 s1", "mlp", "3x4d64", 1, ("key",)),
+         ("short3", "zoo", "short3", 0, ("key",)),
+         ("mlp2s", "zoo", "mlp2s", 0, ("key",)),
+         ("3x4d64 s2", "mlp", "3x4d64", 2, ("key",)),
+         ("mlp3s", "zoo", "mlp3s", 0, ("key",)))
+
+
+def suite_folder(zoo: str, name: str, seed: int) -> Path:
+    """The trained folder of one :data:`SUITE` row (trained on first use, then cached)."""
+    if zoo == "mlp":
+        from rmtbase.studies._mlp_induction import trained_folder
+    else:
+        from rmtbase.studies._circuit_zoo import trained_folder
+    return Path(trained_folder(name, seed))
+
+
+def suite_main(args) -> int:
+    """``--suite``: :func:`run_task` on every row of :data:`SUITE`, one JSON document."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
+        for label, zoo, name, seed, names in SUITE:
+            folder = suite_folder(zoo, name, seed)
+            vocab = json.loads((folder / "config.json").read_text())["vocab_size"] - 1
+            tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix,
+                                           vocab=vocab, replacement=args.replacement)
+            for t in names:
+                _log(f"{label}")
+                row = run_task(args, folder, tasks[t], Path(tmp))
+                rows.append({**row, "model": label, "task": f"{label} {t}"})
+    doc = {"benchmark": "task_zoo suite", "prompts": args.prompts, "half": args.half,
+           "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
+           "ablation": "resample (the corrupted prompt)", "target": TARGET,
+           "tie_orders": TIE_ORDERS, "tasks": rows}
+    print(_table(doc), file=sys.stderr)
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child-rmtbase"]:
@@ -747,6 +845,8 @@ def main(argv=None) -> int:
     p.add_argument("--best-subsets", type=int, default=0, metavar="K",
                    help="instead: on the held-out half, every subset of rmtbase's top K "
                         "edges (best_subsets)")
+    p.add_argument("--suite", action="store_true",
+                   help="every model and task of SUITE in one run, one table")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     bad = [m for m in args.methods.split(",") if m not in PEER_METHODS]
@@ -778,6 +878,8 @@ def main(argv=None) -> int:
                 for t in args.tasks.split(",")]
         print(json.dumps(rows, indent=1))
         return 0
+    if args.suite:
+        return suite_main(args)
     docs = []
     with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
         for name in args.tasks.split(","):

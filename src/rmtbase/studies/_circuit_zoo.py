@@ -2,7 +2,7 @@
 ``tests/test_circuits_zoo.py`` against its own causal truth. d 64, 4 heads, MLPs 4 d. Recipes
 (:data:`RECIPES`): ``short3``, ``mlp2``, ``mlp2s`` (layer 0's attention output × 0.1),
 ``deep4``, ``markov3`` (no repeats), ``const2`` (``mlp2`` with a frozen layer-0 head writing one
-vector of norm 1 at every position, :func:`plant_constant`). :func:`trained_folder` caches
+vector of norm 1 at every position, :func:`plant_constant`), ``mlp3s`` (the task benchmark's). :func:`trained_folder` caches
 ``save_pretrained`` folders under ``<cache>/circuit_zoo/``, written atomically."""
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ RECIPES = {
     "markov3": ZooRecipe(Recipe(vocab=40, n_positions=128, n_layer=3, steps=800,
                                 n_checkpoints=2, skip_p=0.0), data="markov"),
     "const2": ZooRecipe(Recipe(n_layer=2, steps=2000, n_checkpoints=2), const_head=1.0),
+    # the task benchmark's own (benchmarks/task_zoo.py --suite): layer 0's attention output
+    #  × 0.1 in a 3-layer model, the key path through MLP0
+    "mlp3s": ZooRecipe(Recipe(vocab=40, l_min=2, l_max=10, gap_max=3, n_positions=128,
+                              n_layer=3, steps=3000, n_checkpoints=2), attn0_scale=0.1),
 }
 
 
