@@ -72,13 +72,13 @@ def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float
         for lo in range(start, start + n_draws, _DRAWS_PER_SVD):
             ids = range(lo, min(lo + _DRAWS_PER_SVD, start + n_draws))
             mats, perms = [], []
-            for i in ids:
+            for i in ids:  # float32 draws: permuted before the exact cast to float64
                 key, w = _draw(cell, i, m, n, storage)
-                w = np.asarray(w, dtype=np.float64)
+                w = np.asarray(w)
                 perm = permutation(jax.random.fold_in(key, PERMUTATION_TAG), w.size)
                 mats.append(w)
                 perms.append(w.reshape(-1)[perm].reshape(w.shape))
-            spec = matrix_spectrum(np.stack(mats + perms))
+            spec = matrix_spectrum(mats + perms)
             k = len(mats)
             lam.append(spec[:k])
             dist.extend(js_distance(a, b) for a, b in zip(spec[:k], spec[k:], strict=True))
