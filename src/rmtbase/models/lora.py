@@ -258,16 +258,10 @@ def lora_components(adapter, base, *, components="all", revision=None, allow_pic
     """Per-layer :class:`rmtbase.models.types.LayerComponents` of ΔW alone (float32, zeros where
     the adapter leaves a matrix alone) of the LoRA ``adapter`` over ``base``; ``components`` as
     :func:`rmtbase.models.load_components` selects them."""
-    from .components import _iterate, select_components
+    from .components import layer_components
 
-    info, located, weights = lora_weights(adapter, base, merged=False, revision=revision,
-                                          allow_pickle=allow_pickle)
-    try:
-        wanted = select_components(components, located.component_names(), info.architecture)
-    except BaseException:
-        weights.close()
-        raise
-    return _iterate(weights, located, info.n_layers, wanted)
+    return layer_components(lora_weights(adapter, base, merged=False, revision=revision,
+                                         allow_pickle=allow_pickle), components)
 
 
 __all__ = ["LoraAdapter", "LoraWeights", "base_deltas", "is_lora", "lora_components",

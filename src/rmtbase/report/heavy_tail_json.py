@@ -15,16 +15,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-
-def _num(x):
-    """A JSON number (NaN and infinities as null; integers stay integers)."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    if not np.isfinite(v):
-        return None
-    return int(v) if isinstance(x, int | np.integer) else v
+from ..files.strict_json import number as _num
 
 
 def _entry(ds: xr.Dataset, label: str, step) -> dict:
@@ -45,7 +36,7 @@ def _entry(ds: xr.Dataset, label: str, step) -> dict:
     kinds = [{k: (list(map(_num, v)) if isinstance(v, tuple) else
                   (_num(v) if isinstance(v, float) else v)) for k, v in row.items()}
              for row in kind_rows(ds)]
-    sums = {str(s): {f: _num(ds[f"summary_{f}"].sel(summary=s))
+    sums = {str(s): {f: _num(ds[f"summary_{f}"].sel(summary=s).item())
                      for f in ("value", "p", "null_lo", "null_median", "null_hi", "matrices")}
             for s in ds["summary"].values}
     return {"label": label, "step": _num(step), "kinds": kinds, "summaries": sums,

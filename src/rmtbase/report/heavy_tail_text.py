@@ -175,9 +175,11 @@ def collection_lines(cds: xr.Dataset, dim: str = "checkpoint") -> list[str]:
     α, the folklore's count, the matrices unlike random; then the last entry's kinds."""
     labels = [str(x) for x in cds[dim].values]
     fdr = float(cds.attrs.get("fdr", 0.05))
-    lines = [f"Heavy tails of {len(labels)} {dim}s of {cds.attrs.get('model', '')} "
-             f"(WeightWatcher 0.7.7 metrics), {cds.attrs.get('draws', '?')} null draws per "
-             f"shape, BH FDR {fdr:g}"[:200]]
+    names = {str(x) for x in cds["model_name"].values} if "model_name" in cds else set()
+    of = f" of {names.pop()}" if len(names) == 1 else ""
+    lines = [f"Heavy tails of {len(labels)} {dim}s{of} ({labels[0]} .. {labels[-1]}; "
+             f"WeightWatcher 0.7.7 metrics), {cds.attrs.get('draws', '?')} null draws per "
+             f"shape, BH FDR {fdr:g}"]
     cut = len(labels) > _ENTRIES
     for k, label in enumerate(labels):
         if cut and _ENTRIES - 2 <= k < len(labels) - 2:

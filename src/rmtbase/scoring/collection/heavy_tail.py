@@ -92,7 +92,8 @@ def combine_tables(tables: list, labels: list[str], dim: str = "checkpoint") -> 
 
 
 def _common(names: list[str]) -> str:
-    return names[0] if len(set(names)) == 1 else f"{len(set(names))} models"
+    """One model's name, or ``first .. last`` of several."""
+    return names[0] if len(set(names)) == 1 else f"{names[0]} .. {names[-1]}"
 
 
 def heavy_tail_collection(models, *, revisions=None, labels=None, dim: str | None = None,
