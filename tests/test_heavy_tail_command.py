@@ -261,6 +261,25 @@ def _checkpoints(tmp_path) -> str:
     return str(tmp_path / "ckpt" / "step*")
 
 
+def test_refusals_name_what_to_do(tmp_path, capsys):
+    """A LoRA adapter without --base, a 'fine-tune' of another architecture: one line each,
+    naming models by their folder, before any work."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    _llama(tmp_path / "llama")
+    g = _gpt2(tmp_path / "g")
+    capsys.readouterr()  # transformers' save bars
+    for argv, want in (([str(adapter)], "is a PEFT LoRA adapter: give its base model with "
+                                        "--base"),
+                       ([g, "--base", str(tmp_path / "llama")],
+                        "g (gpt2, 2 layers) is not a fine-tune of llama (llama, 2 layers)")):
+        assert main(["heavy-tail", *argv, "--out", str(tmp_path / "o"), *FAST]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and want in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
 def test_checkpoints_make_a_trajectory(tmp_path, capsys):
     """Two checkpoints ``ckpt/step100``, ``ckpt/step200``: one table along ``checkpoint`` with
     steps 100, 200, each entry the table of its checkpoint alone (exact: one process), the

@@ -104,6 +104,13 @@ def _plan(args):
         raise InputError("--collection names the dimension of several checkpoints or models")
     if args.base is not None and not models:
         raise InputError("--base needs the MODEL (a fine-tune or LoRA adapter) it is the base of")
+    if args.base is None:
+        from ..models.lora import is_lora
+
+        for m in models:
+            if is_lora(m):
+                raise InputError(f"{m} is a PEFT LoRA adapter: give its base model with --base "
+                                 "(the table is then of dW = (alpha/r) B A)")
     for m in [*models, args.base]:
         model_args.check_local(m)
     return models, revisions, several, parse_components(args.components)

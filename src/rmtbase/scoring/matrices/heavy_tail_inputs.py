@@ -70,11 +70,13 @@ def _lora(adapter, base, components, revision, allow_pickle):
 
 def _finetune(model, base, components, revision, allow_pickle):
     from ...models import load_components, model_info
+    from ..description import model_label
 
     a, b = model_info(model, revision=revision), model_info(base)
     if (a.architecture, a.n_layers) != (b.architecture, b.n_layers):
-        raise InputError(f"{a.name} ({a.architecture}, {a.n_layers} layers) is not a fine-tune "
-                         f"of {b.name} ({b.architecture}, {b.n_layers} layers)")
+        raise InputError(f"{model_label(a.name)} ({a.architecture}, {a.n_layers} layers) is not "
+                         f"a fine-tune of {model_label(b.name)} ({b.architecture}, "
+                         f"{b.n_layers} layers)")
     tuned = load_components(model, components=components, revision=revision,
                             allow_pickle=allow_pickle)
     plain = load_components(base, components=components, allow_pickle=allow_pickle)
@@ -82,8 +84,9 @@ def _finetune(model, base, components, revision, allow_pickle):
         for name, w in lt.matrices.items():
             w0 = lb.matrices.get(name)
             if w0 is None or w0.shape != w.shape:
-                raise InputError(f"layer {lt.layer} {name}: {a.name} has shape {w.shape}, "
-                                 f"{b.name} {None if w0 is None else w0.shape}")
+                raise InputError(f"layer {lt.layer} {name}: {model_label(a.name)} has shape "
+                                 f"{w.shape}, {model_label(b.name)} "
+                                 f"{None if w0 is None else w0.shape}")
             delta = np.asarray(w, np.float64) - np.asarray(w0, np.float64)
             yield int(lt.layer), name, delta, "float32", "float32"
 
