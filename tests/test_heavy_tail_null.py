@@ -90,12 +90,12 @@ def test_gaussian_matrices_are_calibrated(shape, storage):
     ("q8_0", "auto", "q8_0"), ("q8_0", "none", "float32"), ("q8_0", "q4_0", "q4_0")])
 def test_null_storage_follows_quantized_null(detected, quantized_null, want):
     """The heavy-tail null's storage is the whole-matrix score's (cells.matrix_null_storage)."""
-    from rmtbase.scoring.matrices.heavy_tail import _storages
+    from rmtbase.scoring.matrices.heavy_tail_inputs import storages
     from rmtbase.stats.storage import storage_record
 
     w = np.ones((4, 64), np.float32)
     lc = type("LC", (), {"storage": {"q": detected or "float32"}})()
-    assert _storages(w, lc, "q", quantized_null, "q") == ("float32", want)
+    assert storages(w, lc, "q", quantized_null, "q") == ("float32", want)
     if quantized_null == "q4_0":
         from rmtbase.errors import InputError
         from rmtbase.scoring.matrices.cells import matrix_null_storage
@@ -122,7 +122,8 @@ def test_score_heavy_tail_on_minilm_queries():
     from rmtbase.stats.heavy_tail import heavy_tail_metrics
 
     ds = score_heavy_tail(components=("q",), draws=19)
-    assert ds.sizes == {"layer": 6, "component": 1, "metric": 11, "eig": 384}  # exact: sizes
+    assert ds.sizes == {"layer": 6, "component": 1, "metric": 11, "eig": 384,
+                        "summary": 8}  # exact: sizes
     w = next(iter(load_components(default_model_path(), components=("q",)))).matrices["q"]
     np.testing.assert_allclose(ds["value"].sel(layer=0, component="q", metric="alpha"),
                                heavy_tail_metrics(w)["alpha"], rtol=1e-12)

@@ -20,8 +20,8 @@ from rmtbase.cli import build_parser, main
 DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 SPECTRAL = ["--stats", "spectral", "--no-figures", "--quiet"]
 #: The commands this file runs with --json.
-COVERED = {"score", "circuits", "compare", "probe", "study", "baseline", "constants", "spectrum",
-           "elementwise", "product-network"}
+COVERED = {"score", "heavy-tail", "circuits", "compare", "probe", "study", "baseline",
+           "constants", "spectrum", "elementwise", "product-network"}
 
 
 def _doc(capsys, argv) -> dict:
@@ -98,6 +98,10 @@ def test_score_and_compare(tmp_path, capsys, score_cache):
                         "--out", str(tmp_path / "c")])
     _schema_first(doc, "compare")
     assert doc["models"]
+    doc = _doc(capsys, ["heavy-tail", str(model), "--draws", "3", "--no-figures", "--quiet",
+                        "--json", "--out", str(tmp_path / "h")])
+    _schema_first(doc, "heavy-tail")
+    assert doc["command"] == "rmtbase heavy-tail" and doc["entries"][0]["matrices"]
 
 
 def test_probe(tmp_path, capsys):

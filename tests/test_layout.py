@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 #: decision/baseline/models/probe → ensembles/stats → analytic → plumbing).
 LEVEL = {
     "errors": 0, "_version": 0, "files": 0, "progress": 0, "_library_bars": 0, "_matmul": 0,
-    "_compiled": 0, "reporters": 0, "checks": 0, "limits": 0, "registry": 0,
+    "_compiled": 0, "_blas": 0, "reporters": 0, "checks": 0, "limits": 0, "registry": 0,
     "analytic": 1,
     "ensembles": 2, "stats": 2,
     "decision": 3, "baseline": 3, "models": 3, "probe": 3, "depth": 3, "plot": 3,

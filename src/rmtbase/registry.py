@@ -16,7 +16,9 @@ head statistics, profile axes. Other packages add entries through entry-point gr
   (:meth:`Registry.failure`). An entry point named like an entry of another owner (a shipped
   ``gaussian``) is not loaded: one warning names both owners, said on the first lookup of that
   name too (entry-point names are read, nothing imported), so the shipped entry wins whether or
-  not a lookup loads the plugins. Of several plugins giving one name, the first by
+  not a lookup loads the plugins. A *reserved* name (:meth:`Registry.reserve`: rmtbase's own
+  entry registered only when first named) is rmtbase's in every process state: no plugin and
+  no other registration takes it. Of several plugins giving one name, the first by
   (distribution name, object path) is loaded, whatever the install order; each other one is
   one warning.
 - Each entry has an owner (:meth:`Registry.owner`): rmtbase's own entries are *shipped*
@@ -97,12 +99,16 @@ class Registry(Mapping):
         self._ep = None  # the entry point being loaded (its owner text)
         self._shadows_read = False  # entry points named like shipped entries warned of
         self._said: set = set()  # entry points warned of as taken, this scan
+        self._reserved: dict[str, str] = {}  # rmtbase's own names registered when named
 
     # -- registration (never loads plugins) --------------------------------------------------
     def register(self, name: str, value, *, shipped: bool = False):
         """Register ``value`` under ``name`` (the kind's own module checks for a clash first)
         and return it; ``shipped``: one of rmtbase's own; any other passes the kind's check,
         however it is registered (an entry point, the kind's register, this call)."""
+        if not shipped and name in self._reserved:
+            raise InputError(f"the {self.kind} name {name!r} is rmtbase's own "
+                             f"({self._reserved[name]}); give the plugin another name")
         if not shipped and self._check is not None:
             self._check(name, value)
         self._entries[name] = value
@@ -113,6 +119,15 @@ class Registry(Mapping):
         if shipped:
             self._shipped.add(name)
         return value
+
+    def reserve(self, names, module: str) -> None:
+        """Keep ``names`` for rmtbase's own entries of ``module``, registered (shipped) only when
+        first named: an entry point of such a name is never loaded, a registration refused."""
+        for name in names:
+            self._reserved[name] = module
+
+    def _own(self, name) -> bool:
+        return name in self._shipped or name in self._reserved
 
     def unregister(self, name: str) -> None:
         """Take ``name`` out (KeyError if it is not registered)."""
@@ -150,7 +165,7 @@ class Registry(Mapping):
                 self._failed.clear()
                 self._shadows_read = True  # _taken below says each
                 for ep in self._entry_points():
-                    if ep.name in self._entries:
+                    if ep.name in self._entries or ep.name in self._reserved:
                         self._taken(ep)
                     elif _initialising(ep.module):
                         pending = True  # its module is importing rmtbase: at the next lookup
@@ -185,13 +200,14 @@ class Registry(Mapping):
             return
         self._shadows_read = True
         for ep in importlib.metadata.entry_points(group=self.group):
-            if ep.name in self._shipped:
+            if self._own(ep.name):
                 self._taken(ep)
 
     def _taken(self, ep) -> None:
         """An entry point named like a registered entry: silent when its own module registered
         it (imported before), else one warning naming both owners."""
-        module, text = self._owners.get(ep.name, ("", "?"))
+        module, text = self._owners.get(ep.name) or (
+            (self._reserved[ep.name],) * 2 if ep.name in self._reserved else ("", "?"))
         if module == ep.module or module.startswith(ep.module + "."):
             return
         if self._owners.get(ep.name, ("", ""))[1] == _ep_text(ep, self.group):
@@ -201,7 +217,7 @@ class Registry(Mapping):
         self._said.add((ep.name, ep.value, _dist_name(ep)))
         line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({_ep_text(ep, self.group)}) was not "
                 f"loaded: the name {ep.name!r} is taken by "
-                + ("rmtbase's own " + self.kind if ep.name in self._shipped else "another plugin")
+                + ("rmtbase's own " + self.kind if self._own(ep.name) else "another plugin")
                 + f" ({text})")
         warnings.warn(line, PluginWarning, stacklevel=4)
 

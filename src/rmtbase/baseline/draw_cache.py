@@ -2,13 +2,42 @@
 trusted cached prefix read (:mod:`rmtbase.files.cache_trust`: another user's or a
 group/world-writable file is neither read nor removed; a damaged one is reported, removed and
 drawn again), then the grown table written back, atomically, readable by all and writable by
-its owner only."""
+its owner only. A file's draw count is read from its content and compared with its name (a
+renamed file is damaged); a name of the pattern whose draw count is no number is ignored with
+one warning naming it (:func:`cached_tables`)."""
 
 from __future__ import annotations
 
 import warnings
 
 from ..errors import TableError
+
+
+def cached_tables(directory, name_of, kind: str) -> list:
+    """``[(draws, path)]`` of the tables in ``directory`` named ``name_of(draws)``, most draws
+    first; a file of that pattern whose draw field is not a positive integer (a stray
+    ``-nX-``) is ignored with one warning naming it."""
+    from ..files.user_cache import said_once
+
+    head, tail = name_of(0).split("-n0-", 1)
+    out = []
+    for path in directory.glob(f"{head}-n*-{tail}") if directory.is_dir() else ():
+        k = path.name[len(head) + 2:-len(tail) - 1]
+        if k.isdigit() and int(k) > 0 and path.name == name_of(int(k)):
+            out.append((int(k), path))
+        elif not said_once(("stray", str(path))):
+            warnings.warn(f"rmtbase: ignoring {path} in the {kind} cache: its name does not "
+                          "say how many draws it holds", RuntimeWarning, stacklevel=3)
+    return sorted(out, key=lambda e: -e[0])
+
+
+def _held(ds, named: int) -> str | None:
+    """Why the table ``ds`` is not the ``named`` draws its file name says (None: it is)."""
+    held = int(ds.sizes.get("draw", 0))
+    claimed = ds.attrs.get("draws", held)
+    if held != named or str(claimed) != str(held):
+        return f"it holds {held} draws (attribute draws={claimed}) where its name says {named}"
+    return None
 
 
 def read_prefix(found, draws: int, verify, kind: str):
@@ -26,6 +55,9 @@ def read_prefix(found, draws: int, verify, kind: str):
         try:
             ds = read_table(path, checksum=True)
             verify(ds, path)
+            wrong = _held(ds, k)
+            if wrong:
+                raise TableError(wrong)
         except TableError as exc:  # reported once, removed, drawn again
             damaged(path, str(exc).removeprefix(f"{path} "), "table")
             continue
@@ -55,4 +87,4 @@ def write_grown(ds, directory, target, have_path, kind: str) -> None:
                       RuntimeWarning, stacklevel=3)
 
 
-__all__ = ["read_prefix", "write_grown"]
+__all__ = ["cached_tables", "read_prefix", "write_grown"]

@@ -72,13 +72,13 @@ def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float
         for lo in range(start, start + n_draws, _DRAWS_PER_SVD):
             ids = range(lo, min(lo + _DRAWS_PER_SVD, start + n_draws))
             mats, perms = [], []
-            for i in ids:
+            for i in ids:  # float32 draws: permuted before the exact cast to float64
                 key, w = _draw(cell, i, m, n, storage)
-                w = np.asarray(w, dtype=np.float64)
+                w = np.asarray(w)
                 perm = permutation(jax.random.fold_in(key, PERMUTATION_TAG), w.size)
                 mats.append(w)
                 perms.append(w.reshape(-1)[perm].reshape(w.shape))
-            spec = matrix_spectrum(np.stack(mats + perms))
+            spec = matrix_spectrum(mats + perms)
             k = len(mats)
             lam.append(spec[:k])
             dist.extend(js_distance(a, b) for a, b in zip(spec[:k], spec[k:], strict=True))
@@ -151,7 +151,7 @@ def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
     exactly ``draws`` draws for an (m, n) matrix stored as ``storage``, at
     :func:`.matrix_null.null_shape`; cached in the user cache."""
     from ..files.user_cache import cache_dir
-    from .draw_cache import read_prefix, write_grown
+    from .draw_cache import cached_tables, read_prefix, write_grown
     from .matrix_null import null_shape
 
     record = storage_record(storage)
@@ -161,9 +161,8 @@ def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
         raise InputError(f"draws must be at least 2, got {draws}")
     m, n = null_shape(m, n, record)
     directory = cache_dir()
-    pattern = table_filename(m, n, 0, seed, record).replace("-n0-", "-n*-")
-    found = sorted(((int(p.name.split("-")[3][1:]), p) for p in directory.glob(pattern)),
-                   key=lambda e: -e[0]) if directory.is_dir() else []
+    found = cached_tables(directory, lambda k: table_filename(m, n, k, seed, record),
+                          "heavy-tail null")
     exact, have, have_path = read_prefix(
         found, draws, lambda ds, path: _verify(ds, m, n, storage, seed, path), "heavy-tail null")
     if exact is not None:

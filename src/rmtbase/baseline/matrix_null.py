@@ -191,19 +191,6 @@ def _int(x):
         return None
 
 
-def _cached(directory, m, n, storage, seed) -> list[tuple[int, object]]:
-    """(draws, path) of the cached tables of record ``storage``, most draws first."""
-    from .table_file import TABLE_FORMAT
-
-    st = storage.suffix
-    out = []
-    for p in directory.glob(f"matrix-m{m}-n{n}-n*-seed{seed}-float32{st}-v{TABLE_FORMAT}.nc"):
-        k = _int(p.name.split("-")[3][1:])
-        if k and p.name == table_filename(m, n, k, seed, storage):
-            out.append((k, p))
-    return sorted(out, key=lambda e: -e[0])
-
-
 def check_matrix_null_size(draws: int) -> None:
     """InputError before any draw if a matrix null of ``draws`` draws cannot be held in memory
     (:func:`rmtbase.baseline.limits.check_stored_values`, float64)."""
@@ -218,7 +205,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
     matrix stored as ``storage``, at :func:`null_shape`."""
     from ..files.user_cache import cache_dir
-    from .draw_cache import read_prefix, write_grown
+    from .draw_cache import cached_tables, read_prefix, write_grown
 
     record = storage_record(storage)  # the name looked up once, here
     storage = record.name  # as the files and messages spell it
@@ -228,7 +215,8 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     m, n = null_shape(m, n, record)
     check_matrix_null_size(draws)
     directory = cache_dir()
-    found = _cached(directory, m, n, record, seed) if directory.is_dir() else []
+    found = cached_tables(directory, lambda k: table_filename(m, n, k, seed, record),
+                          "matrix null")
     exact, have, have_path = read_prefix(
         found, draws, lambda ds, path: verify_matrix_table(ds, m, n, storage, seed, path),
         "matrix null")

@@ -28,7 +28,7 @@ from .bounds import check_bounds
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
-            "score", "circuits", "combine", "probe", "compare", "study")
+            "score", "heavy-tail", "circuits", "combine", "probe", "compare", "study")
 
 
 #: The heavy modules each command loads during start-up, where a Ctrl-C ends the process at

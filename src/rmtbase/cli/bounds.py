@@ -102,6 +102,7 @@ BOUNDS = {
     "layers": Int(1, MAX_COUNT, "a receiver is a head after layer 0"),
     "receivers": Head(),
     "alpha": Real(0.0, 1.0, open=True),
+    "fdr": Real(0.0, 1.0, open=True),
     "holdout": Real(0.0, 0.9),
     "sigma": Real(*SIGMA_RANGE),
     "sigma_q": Real(*SIGMA_RANGE),

@@ -25,8 +25,9 @@ def model_stem(model) -> str:
     return name[:80]
 
 
-def default_out(models, revisions=None, *, base=None, ov: bool = False) -> str:
-    """``rmtbase-score/<name>``: the model stem (``-<revision>``; ``<first>..<last>`` for several
+def default_out(models, revisions=None, *, base=None, ov: bool = False,
+                root: str = DEFAULT_ROOT) -> str:
+    """``<root>/<name>`` (``rmtbase-score/…`` by default): the model stem (``-<revision>``; ``<first>..<last>`` for several
     entries; ``<tuned>-vs-<base>`` for a delta), ``-ov`` with ``--ov``."""
     names = [model_stem(m) for m in (models or [None])]
     revs = list(revisions or [])
@@ -42,7 +43,7 @@ def default_out(models, revisions=None, *, base=None, ov: bool = False) -> str:
         name = f"{name}-vs-{model_stem(base)}"
     if ov:
         name += "-ov"
-    return str(Path(DEFAULT_ROOT) / name[:200])
+    return str(Path(root) / name[:200])
 
 
 __all__ = ["DEFAULT_ROOT", "default_out", "model_stem"]

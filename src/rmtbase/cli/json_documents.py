@@ -20,19 +20,10 @@ import math
 import sys
 from pathlib import Path
 
+from ..files.strict_json import number as _num
+
 #: Exit status of ``--fail-on-flag`` when any head or matrix is flagged.
 EXIT_FLAGGED = 1
-
-
-def _num(x):
-    """A JSON number (NaN and infinities as null)."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    if not math.isfinite(v):
-        return None
-    return int(v) if isinstance(x, int) else v
 
 
 def _budget(value):

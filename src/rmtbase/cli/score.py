@@ -23,7 +23,8 @@ from ..stats.storage import REGISTRY as STORAGE_REGISTRY
 from ..stats.storage import shipped_records
 from . import _output as output
 from . import score_modes as _modes
-from ._common import live_choice, number, positive_int, stats_arg
+from ._common import live_choice, positive_int, stats_arg
+from ._fdr import add_fdr
 from .score_checks import (  # noqa: F401 - early: rmtbase.cli runs it at start-up
     checked,
     early,
@@ -136,8 +137,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "(one MODEL; the head scores are unchanged)")
     p.add_argument("--heavy-tail-draws", type=positive_int, default=None,
                    help="null draws per matrix shape for --heavy-tail (default 200; cached)")
-    p.add_argument("--alpha", type=number, default=0.05,
-                   help="Benjamini-Hochberg level over heads (default 0.05)")
+    add_fdr(p, "heads (and --components matrices)")
     p.add_argument("--seed", type=positive_int, default=0, help="null table / permutation seed")
     p.add_argument("--top", type=positive_int, default=3,
                    help="heads shown per profile axis in the terminal table and summary.txt")

@@ -13,6 +13,7 @@ from ..checks import MIN_NULL_DRAWS
 from ..errors import InputError
 from ..stats.null_registry import REGISTRY
 from . import model_args
+from ._fdr import fdr_level
 
 
 @dataclass
@@ -62,7 +63,8 @@ _VALUE_RULES = (
     (lambda a: a.max_draws is not None and a.max_draws < 2,
      "--max-draws must be at least 2, got {a.max_draws}"),
     (lambda a: a.element_draws < 0, "--element-draws must be >= 0, got {a.element_draws}"),
-    (lambda a: not 0.0 < a.alpha < 1.0, "--alpha must be in (0, 1), got {a.alpha}"),
+    (lambda a: not 0.0 < fdr_level(a) < 1.0,
+     lambda a, _=None: f"{a._fdr_from} must be in (0, 1), got {a.fdr}"),
     (lambda a: a.top < 0, "--top must be >= 0, got {a.top}"),
     (lambda a: not 0 <= a.seed < 2**32, "--seed must be an integer in [0, 2**32), got {a.seed}"),
     (lambda a: a.workers is not None and a.workers < 1,
@@ -106,9 +108,9 @@ _PLAN_RULES = (
      "models, --base, --components or --probe"),
     (lambda a, p: getattr(a, "heavy_tail_draws", None) is not None and not a.heavy_tail,
      "--heavy-tail-draws needs --heavy-tail"),
-    (lambda a, p: getattr(a, "heavy_tail", False) and (p.several or a.base is not None),
-     "--heavy-tail scores one MODEL's matrices; it does not combine with several models or "
-     "--base"),
+    (lambda a, p: getattr(a, "heavy_tail", False) and a.base is not None,
+     "--heavy-tail scores the models' own matrices; for what changed from a base run "
+     "rmtbase heavy-tail MODEL --base BASE"),
     (lambda a, p: getattr(a, "repeat_length", None) is not None
      and not (a.composition and p.probe),
      "--repeat-length sets the circuit search of --composition --probe; give both or leave it "
@@ -145,7 +147,7 @@ def checked(args: argparse.Namespace) -> Plan:
     from ..scoring.settings import ScoreSettings
 
     _refuse(_VALUE_RULES, args)
-    settings = ScoreSettings(stats=args.stats, draws=args.draws, alpha=args.alpha,
+    settings = ScoreSettings(stats=args.stats, draws=args.draws, alpha=args.fdr,
                              seed=args.seed, null=args.null, quantized_null=args.quantized_null,
                              max_draws=args.max_draws, element_draws=args.element_draws,
                              growth_budget=args.growth_budget)
@@ -177,11 +179,12 @@ def request_of(args, plan: Plan):
     from ..scoring.settings import ComponentSettings, CompositionSettings
     from .circuits import search_of
 
+    level = fdr_level(args)  # --fdr, or --alpha's value, resolved once
     comp = CompositionSettings(null=plan.null, draws=args.draws, seed=args.seed,
-                               alpha=args.alpha) if args.composition else None
+                               alpha=level) if args.composition else None
     search = search_of(args, seed=args.seed, text=args.text) \
         if args.composition and args.probe else None
-    parts = ComponentSettings(draws=args.component_draws, alpha=args.alpha, seed=args.seed,
+    parts = ComponentSettings(draws=args.component_draws, alpha=level, seed=args.seed,
                               quantized_null=args.quantized_null)
     return ScoreRequest(model=plan.model, revision=plan.revision, settings=plan.settings,
                         allow_pickle=args.allow_pickle, ov=args.ov, directions=args.directions,

@@ -28,7 +28,7 @@ def options(args, null) -> dict:
     """A collection's scoring keywords (its entries are keyed by them,
     :func:`rmtbase.scoring.collection.entries.entry_key`); ``null``: the parsed --null
     (:attr:`Plan.null`). One model is scored with :attr:`Plan.settings` instead."""
-    out = dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
+    out = dict(stats=args.stats, draws=args.draws, alpha=args.fdr,
                allow_pickle=args.allow_pickle, null=null,
                quantized_null=args.quantized_null, max_draws=args.max_draws,
                element_draws=args.element_draws, seed=args.seed)
@@ -39,9 +39,16 @@ def options(args, null) -> dict:
 
 def component_options(args, components) -> dict:
     """Options of score_components from the command line."""
-    return dict(components=components, draws=args.component_draws, alpha=args.alpha,
+    return dict(components=components, draws=args.component_draws, alpha=args.fdr,
                 seed=args.seed, allow_pickle=args.allow_pickle,
                 quantized_null=args.quantized_null)
+
+
+def heavy_tail_options(args) -> dict:
+    """score_heavy_tail's keywords from the command line (--heavy-tail-draws, the score's seed,
+    level and --quantized-null)."""
+    return dict(draws=args.heavy_tail_draws, seed=args.seed, fdr=args.fdr,
+                allow_pickle=args.allow_pickle, quantized_null=args.quantized_null)
 
 
 def _write(ds, args, **kw) -> dict:
@@ -76,7 +83,16 @@ def several(args, plan: Plan, show) -> Scored:
         cds = score_component_collection(plan.models, revisions=plan.revisions,
                                          dim=collection_dim(ds), progress=not args.quiet,
                                          **component_options(args, plan.components))
-    written = _write(ds, args, components=cds)
+    ht = None
+    if args.heavy_tail:  # the same entries, dimension and Dask workers
+        from ..scoring.collection.combine import collection_dim
+        from ..scoring.collection.heavy_tail import heavy_tail_collection
+
+        ht = heavy_tail_collection(plan.models, revisions=plan.revisions,
+                                   dim=collection_dim(ds), workers=args.workers,
+                                   scheduler=args.scheduler, progress=not args.quiet,
+                                   **heavy_tail_options(args))
+    written = _write(ds, args, components=cds, heavy_tail=ht)
     show("\n".join(entry_lines(ds)))
     if cds is not None:
         from ..report.component_report import component_entry_lines
@@ -139,4 +155,5 @@ def single(args, plan: Plan, show) -> Scored:
     return Scored(ds, cds, written, extras, ctx)
 
 
-__all__ = ["Scored", "component_options", "delta", "options", "several", "single"]
+__all__ = ["Scored", "component_options", "delta", "heavy_tail_options", "options", "several",
+           "single"]

@@ -17,9 +17,21 @@ def finite(v):
     return v
 
 
+def number(x):
+    """``x`` as a JSON number: an ``int`` stays one, any other real becomes a float, and a
+    non-finite value or a non-number is None."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(v):
+        return None
+    return int(v) if isinstance(x, int) else v
+
+
 def dumps(doc, **kw) -> str:
     """``json.dumps`` of :func:`finite` ``(doc)`` with ``allow_nan=False``."""
     return json.dumps(finite(doc), allow_nan=False, **kw)
 
 
-__all__ = ["dumps", "finite"]
+__all__ = ["dumps", "finite", "number"]

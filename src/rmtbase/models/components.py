@@ -87,7 +87,14 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
     ``components``: a name or names (module docstring); default q, k, v, o and the FFN.
     ``model``, ``revision``, ``allow_pickle``: as for :func:`rmtbase.models.load_heads`. Yields
     one :class:`LayerComponents` per layer; checkpoint and selection are checked first."""
-    info, located, weights = open_model(model, revision, allow_pickle)
+    return layer_components(open_model(model, revision, allow_pickle), components)
+
+
+def layer_components(opened, components) -> Iterator[LayerComponents]:
+    """The layers of ``opened`` (``(info, located, weights)`` as
+    :func:`rmtbase.models.loading.open_model` returns, the weights closed at the end or on a
+    refusal) with the ``components`` selected (checked before the first layer is read)."""
+    info, located, weights = opened
     try:
         wanted = select_components(components, located.component_names(), info.architecture)
     except BaseException:

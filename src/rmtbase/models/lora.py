@@ -254,5 +254,15 @@ def lora_heads(adapter, base, *, merged: bool = False, revision=None, allow_pick
     return _iterate(weights, located, info, False)
 
 
-__all__ = ["LoraAdapter", "LoraWeights", "base_deltas", "is_lora", "lora_heads",
-           "lora_weights", "read_lora", "targeted"]
+def lora_components(adapter, base, *, components="all", revision=None, allow_pickle=False):
+    """Per-layer :class:`rmtbase.models.types.LayerComponents` of ΔW alone (float32, zeros where
+    the adapter leaves a matrix alone) of the LoRA ``adapter`` over ``base``; ``components`` as
+    :func:`rmtbase.models.load_components` selects them."""
+    from .components import layer_components
+
+    return layer_components(lora_weights(adapter, base, merged=False, revision=revision,
+                                         allow_pickle=allow_pickle), components)
+
+
+__all__ = ["LoraAdapter", "LoraWeights", "base_deltas", "is_lora", "lora_components",
+           "lora_heads", "lora_weights", "read_lora", "targeted"]

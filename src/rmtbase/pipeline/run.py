@@ -280,7 +280,8 @@ def run_score(request: ScoreRequest | None = None, *, progress: bool = True,
         run.heavy_tail = score_heavy_tail(request.model, draws=request.heavy_tail_draws,
                                           seed=request.settings.seed, revision=request.revision,
                                           progress=progress, allow_pickle=request.allow_pickle,
-                                          quantized_null=request.settings.quantized_null)
+                                          quantized_null=request.settings.quantized_null,
+                                          fdr=request.settings.alpha)
     if prepared.text_probe:  # the model the circuit search loaded, if it did: one load
         run.probe = _probe(loaded if loaded is not None else request.model,
                            prepared.probe_text, progress)

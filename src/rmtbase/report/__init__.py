@@ -2,10 +2,19 @@
 written all-or-nothing.
 
 :func:`.write.write_report` is the one entry point; it decides the report's shape once and
-hands it to :mod:`.model_report`, :mod:`.collection_report` or :mod:`.component_report`."""
+hands it to :mod:`.model_report`, :mod:`.collection_report` or :mod:`.component_report`. The
+names below load on first use."""
 
-from .compare import write_compare
-from .tables import anomaly_table
-from .write import write_report
+from __future__ import annotations
 
-__all__ = ["anomaly_table", "write_compare", "write_report"]
+import importlib
+
+_NAMES = {"anomaly_table": ".tables", "write_compare": ".compare", "write_report": ".write"}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        return getattr(importlib.import_module(_NAMES[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -111,10 +111,13 @@ CAPTIONS = {
 
 def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool = True,
                             top: int = 3, components: xr.Dataset | None = None,
-                            extras: dict | None = None
+                            extras: dict | None = None, heavy_tail: xr.Dataset | None = None
                             ) -> dict[str, Path]:
     """Write the collection report along ``dim`` (shape already checked by
-    :func:`rmtbase.report.write.report_shape`); returns {file name: final path}."""
+    :func:`rmtbase.report.write.report_shape`); returns {file name: final path}.
+    ``heavy_tail``: the entries' heavy-tail tables along ``dim``
+    (:func:`rmtbase.scoring.collection.heavy_tail.heavy_tail_collection`):
+    heavy_tail.nc, heavy_tail.csv, figures/alpha_trajectory.png and their summary lines."""
     from .component_report import component_entry_lines, write_component_collection
     from .html import score_html
 
@@ -122,6 +125,10 @@ def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool 
     if components is not None:
         summary += ("\nWhole matrices (components.nc, components.csv):\n"
                     + "\n".join(component_entry_lines(components)) + "\n")
+    if heavy_tail is not None:
+        from .heavy_tail_write import summary_lines
+
+        summary += "\n" + "\n".join(summary_lines(heavy_tail, dim)) + "\n"
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
         for name, extra in (extras or {}).items():
@@ -137,6 +144,10 @@ def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool 
         if components is not None:
             write_component_collection(out, components, dim,
                                        save=save if figures else None)
+        if heavy_tail is not None:
+            from .heavy_tail_write import write_collection_table
+
+            write_collection_table(out, heavy_tail, dim, save=save if figures else None)
         out.write_text("report.html", score_html(ds, images, summary=summary,
                                                  captions=CAPTIONS))
     return out.written

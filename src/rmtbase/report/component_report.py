@@ -41,7 +41,7 @@ def component_table(ds: xr.Dataset) -> str:
     total = int((ds["storage"] != "").sum())
     lines = [f"{a.get('model', '?')}: {n} of {total} whole matrices differ from the null "
              f"(i.i.d. N(0, sigma^2) at their own shape and storage; BH over matrices, "
-             f"alpha={a.get('alpha')}; {a.get('draws')} null draws per shape)",
+             f"FDR {a.get('alpha')}; {a.get('draws')} null draws per shape)",
              f"Weibull anchor k0 = {float(a.get('weibull_k0', np.nan)):.4f} (80 %); the Weibull "
              f"paper's band of median terminal k of FFN and W_o: [{a.get('weibull_band', '')}]",
              f"{'component':<14} {'shape':>13} {'storage':>8} {'k80 med':>8} {'null k80':>8} "

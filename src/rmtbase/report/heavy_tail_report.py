@@ -7,7 +7,8 @@ power law p(λ) = (n_tail/M) (α − 1)/xmin (λ/xmin)^{−α} above xmin (the t
 density; Clauset, Shalizi & Newman 2009, eq. 2.2) and the null's 2.5–97.5 % band per bin from
 null spectra; it takes ``ax=None`` and returns the Axes. :func:`write_heavy_tail` adds the table
 to ``rmtbase score --heavy-tail``'s folder: ``heavy_tail_*`` variables in scores.nc
-(:func:`scores_variables`), heavy_tail.csv, the ESD figure, a summary line and a report section."""
+(:func:`scores_variables`), heavy_tail.csv, the ESD figure, the summary block
+(:mod:`.heavy_tail_text`) and a report section."""
 
 from __future__ import annotations
 
@@ -36,7 +37,25 @@ _ATTRS = {
     "cols": ("columns of the matrix (in features)", "0: no matrix"),
     "storage": ("storage of the matrix", ""),
     "null_storage": ("storage of the null's draws", ""),
+    "reason": ("why the metrics do not describe the matrix", "empty: they do"),
+    "alpha_flag": ("alpha unlike the null's: Benjamini-Hochberg over the matrices' alpha p",
+                   "at the table's fdr"),
+    "alpha_q": ("Benjamini-Hochberg q of alpha's p over the matrices", "NaN: no p"),
 }
+#: (long_name, definition) of the model summaries (:mod:`rmtbase.scoring.matrices.
+#: heavy_tail_summary`), by their variable's field.
+_SUMMARY_ATTRS = {
+    "value": ("mean over the described matrices (WeightWatcher get_summary)", ""),
+    "p": ("two-sided add-one empirical p of the mean against the null's replicate means",
+          "NaN for log_norm (conditioned)"),
+    "null_lo": ("2.5 % quantile of the null's replicate means", ""),
+    "null_median": ("median of the null's replicate means", ""),
+    "null_hi": ("97.5 % quantile of the null's replicate means", ""),
+    "matrices": ("matrices in the mean", ""),
+}
+#: The per-matrix variables of heavy_tail.csv, after layer and component.
+_PER_MATRIX = ("rows", "cols", "storage", "null_storage", "xmin", "folklore",
+               "null_well_trained", "alpha_flag", "alpha_q", "reason")
 #: Columns of the report's table (heavy_tail.csv holds every metric).
 _SHOWN = ("layer", "component", "alpha", "alpha_p", "alpha_null_lo", "alpha_null_hi", "folklore",
           "null_well_trained", "alpha_weighted", "stable_rank", "rand_distance")
@@ -44,28 +63,25 @@ _SHOWN = ("layer", "component", "alpha", "alpha_p", "alpha_null_lo", "alpha_null
 
 def heavy_tail_frame(ds):
     """A pandas DataFrame: layer, component, rows, cols, storage, null_storage, xmin,
-    folklore, null_well_trained, then ``<metric>``, ``<metric>_p``, ``<metric>_null_median``,
-    ``<metric>_null_lo``, ``<metric>_null_hi`` per metric; missing components dropped."""
+    folklore, null_well_trained, alpha_flag, alpha_q, reason, then ``<metric>``, ``<metric>_p``,
+    ``<metric>_null_median``, ``<metric>_null_lo``, ``<metric>_null_hi`` per metric; missing
+    components dropped; rows in (layer, component) order."""
     import pandas as pd
 
-    rows = []
-    for layer in ds.layer.values:
-        for comp in ds.component.values:
-            cell = ds.sel(layer=layer, component=comp)
-            if int(cell["rows"]) == 0:
-                continue
-            row = {"layer": int(layer), "component": str(comp)}
-            for k in ("rows", "cols", "storage", "null_storage", "xmin", "folklore",
-                      "null_well_trained"):
-                row[k] = cell[k].item()
-            for m in ds.metric.values:
-                c = cell.sel(metric=m)
-                row[str(m)] = float(c["value"])
-                for v, suffix in (("p_value", "p"), ("null_median", "null_median"),
-                                  ("null_lo", "null_lo"), ("null_hi", "null_hi")):
-                    row[f"{m}_{suffix}"] = float(c[v])
-            rows.append(row)
-    return pd.DataFrame(rows)
+    li, ci = np.nonzero(ds["rows"].transpose("layer", "component").values > 0)
+    cols = {"layer": ds["layer"].values[li].astype(int),
+            "component": ds["component"].values[ci].astype(str)}
+    for k in _PER_MATRIX:
+        if k in ds:
+            cols[k] = ds[k].transpose("layer", "component").values[li, ci]
+    suffixes = (("value", ""), ("p_value", "_p"), ("null_median", "_null_median"),
+                ("null_lo", "_null_lo"), ("null_hi", "_null_hi"))
+    arrays = {v: ds[v].transpose("layer", "component", "metric").values[li, ci]
+              for v, _ in suffixes}
+    for j, m in enumerate(ds["metric"].values):  # per metric: value, p, median, lo, hi
+        for v, suffix in suffixes:
+            cols[f"{m}{suffix}"] = arrays[v][:, j].astype(float)
+    return pd.DataFrame(cols)
 
 
 def _csv(ds) -> str:
@@ -120,52 +136,51 @@ def scores_variables(ht: xr.Dataset, layers) -> xr.Dataset:
     variables ``heavy_tail_<name>`` over (layer, component[, heavy_tail_metric])."""
     if sorted(int(v) for v in ht["layer"].values) != sorted(int(v) for v in layers):
         raise InputError("the heavy-tail table names other layers than the head score")
-    ht = ht.drop_vars("esd", errors="ignore").rename(metric="heavy_tail_metric")
-    out = xr.Dataset({f"heavy_tail_{k}": ht[k] for k in _ATTRS})
-    for k, (long_name, definition) in _ATTRS.items():
-        attrs = {"long_name": long_name, "units": "1"}
-        if definition:
-            attrs["definition"] = definition
-        out[f"heavy_tail_{k}"].attrs = attrs
+    ht = ht.drop_vars("esd", errors="ignore").rename(metric="heavy_tail_metric",
+                                                     summary="heavy_tail_summary")
+    out = xr.Dataset({f"heavy_tail_{k}": ht[k] for k in _ATTRS if k in ht})
+    out.update({f"heavy_tail_summary_{k}": ht[f"summary_{k}"] for k in _SUMMARY_ATTRS
+                if f"summary_{k}" in ht})
+    described(out)
     out["heavy_tail_metric"].attrs = {"long_name": "WeightWatcher heavy-tail metric"}
     out.attrs = {f"heavy_tail_{k}": ht.attrs[k] for k in ("draws", "seed", "null", "definitions",
-                                                          "folklore_band", "quantized_null")
+                                                          "folklore_band", "quantized_null",
+                                                          "fdr")
                  if k in ht.attrs}
     return out
 
 
-def summary_line(ht: xr.Dataset) -> str:
-    """One line: α's median over the matrices and its null's, how many lie outside the null's
-    95 % band, and the folklore's count beside the null's share."""
-    a = ht.sel(metric="alpha")
-    ok = (ht["rows"].values > 0) & np.isfinite(a["value"].values)
-    v, lo, hi = (a[k].values[ok] for k in ("value", "null_lo", "null_hi"))
-    well = int((ht["folklore"].values[ok] == "well trained").sum())
-    share = float(np.nanmean(ht["null_well_trained"].values[ok])) if ok.any() else np.nan
-    return (f"Heavy tails (WeightWatcher 0.7.7 alpha, heavy_tail.csv): median alpha "
-            f"{np.median(v) if v.size else np.nan:.3g} over {v.size} matrices (null median "
-            f"{np.median(a['null_median'].values[ok]) if v.size else np.nan:.3g}); "
-            f"{int(((v < lo) | (v > hi)).sum())} of {v.size} outside the null's 95 % band; "
-            f"{well} 'well trained' (2 <= alpha <= 6; null draws {share:.0%}); "
-            f"{ht.attrs.get('draws', '?')} null draws per shape")
+def described(ds: xr.Dataset, prefix: str = "heavy_tail_") -> xr.Dataset:
+    """Give the table's variables in ``ds`` (named ``prefix`` + name) their CF attributes
+    (units, long_name, definition), in place; returns ``ds``."""
+    for table, stem in ((_ATTRS, prefix), (_SUMMARY_ATTRS, prefix + "summary_")):
+        for k, (long_name, definition) in table.items():
+            if stem + k in ds:
+                attrs = {"long_name": long_name, "units": "1"}
+                if definition:
+                    attrs["definition"] = definition
+                ds[stem + k].attrs = attrs
+    return ds
 
 
 def esd_figure(ht: xr.Dataset):
     """The ESD (:func:`plot_esd`) of the matrices whose α lies furthest from and nearest to
-    its null median (band units), with the null's spectra; a Figure, or None without ``esd``."""
-    from matplotlib.figure import Figure
-
+    its null median (:func:`.heavy_tail_text.side_units`), with the null's spectra; a Figure,
+    or None without ``esd``."""
     from ..scoring.matrices.heavy_tail import null_spectra
+    from .heavy_tail_figures import figure
+    from .heavy_tail_text import side_units
     from .tables import fmt_p
 
-    band = ht["band_units"].sel(metric="alpha").values
+    a = ht.sel(metric="alpha")
+    band = np.abs(side_units(*(a[k].transpose("layer", "component").values
+                               for k in ("value", "null_lo", "null_median", "null_hi"))))
     if "esd" not in ht or not np.isfinite(band).any():
         return None
-    far = np.unravel_index(np.nanargmax(np.abs(band)), band.shape)
-    near = np.unravel_index(np.nanargmin(np.abs(band)), band.shape)
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
-    for ax, (i, j), why in zip(fig.subplots(1, 2), (far, near), ("furthest from", "nearest"),
-                               strict=True):
+    far = np.unravel_index(np.nanargmax(band), band.shape)
+    near = np.unravel_index(np.nanargmin(band), band.shape)
+    fig, axes = figure(2, 1, (5.5, 3.9))
+    for ax, (i, j), why in zip(axes, (far, near), ("furthest from", "nearest"), strict=True):
         layer, comp = ht["layer"].values[i], ht["component"].values[j]
         cell = ht.sel(layer=layer, component=comp)
         a = cell.sel(metric="alpha")
@@ -182,10 +197,11 @@ def esd_figure(ht: xr.Dataset):
 def write_heavy_tail(out, ht: xr.Dataset, *, figures: bool = True, label: str = "") -> str:
     """Write heavy_tail.csv (and figures/heavy_tail_esd.png, titled ``label``) into the open
     OutputFolder ``out``; returns the report's HTML section."""
+    from .heavy_tail_text import terminal_lines
     from .html import _img, table_html
 
     out.write_text("heavy_tail.csv", _csv(ht))
-    line = summary_line(ht)
+    block = "\n".join(terminal_lines(ht))
     fig = esd_figure(ht) if figures else None
     img = ""
     if fig is not None:
@@ -198,11 +214,11 @@ def write_heavy_tail(out, ht: xr.Dataset, *, figures: bool = True, label: str = 
                    "95 % band of the null's spectra at the matrix's Frobenius norm (grey).")
     frame = heavy_tail_frame(ht)
     section = ('<section id="heavy-tail"><h2>Heavy-tailed spectra (WeightWatcher metrics '
-               f'against the null)</h2><p class="note">{_html.escape(line)}. Every metric with '
-               "its null: heavy_tail.csv and scores.nc (heavy_tail_*).</p>"
+               f'against the null)</h2><pre>{_html.escape(block)}</pre><p class="note">Every '
+               "metric with its null: heavy_tail.csv and scores.nc (heavy_tail_*).</p>"
                f"{table_html(frame[[c for c in _SHOWN if c in frame]])}{img}</section>\n")
     return section
 
 
-__all__ = ["esd_figure", "heavy_tail_frame", "plot_esd", "scores_variables", "summary_line",
+__all__ = ["described", "esd_figure", "heavy_tail_frame", "plot_esd", "scores_variables",
            "write_heavy_tail", "write_heavy_tail_csv"]

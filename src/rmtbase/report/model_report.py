@@ -138,9 +138,10 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
             component_table(components) + "\n"
     nc = ds
     if heavy_tail is not None:
-        from .heavy_tail_report import scores_variables, summary_line, write_heavy_tail
+        from .heavy_tail_report import scores_variables, write_heavy_tail
+        from .heavy_tail_text import terminal_lines
 
-        summary += "\n" + summary_line(heavy_tail) + "\n"
+        summary += "\n" + "\n".join(terminal_lines(heavy_tail, top)) + "\n"
         hv = scores_variables(heavy_tail, ds["layer"].values)
         nc = ds.assign(dict(hv.data_vars))
         nc.attrs = {**ds.attrs, **hv.attrs}

@@ -176,7 +176,7 @@ def _headline(ds: xr.Dataset) -> str:
     return (f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
             f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}, "
             f"{storage_phrase(ds)}): {int(ds['head_flag'].sum())} of "
-            f"{of} differ from the null (BH over heads, alpha={ds.attrs.get('alpha')})"
+            f"{of} differ from the null (BH over heads, FDR {ds.attrs.get('alpha')})"
             + (f"; by kind: {kinds}" if (kinds := kinds_phrase(ds)) else ""))
 
 
@@ -248,7 +248,7 @@ def summary_text(ds: xr.Dataset, top: int = 3) -> str:
                (f", and one of {len(axes)} profile axes ({', '.join(axes)}) calibrated on the "
                 "profile null, the two by Bonferroni (head p = min(1, 2 min))" if axes else "") +
                ", then "
-               f"Benjamini-Hochberg over the {ds['head_flag'].size} heads at alpha={a.get('alpha')}. Per-statistic z, p and q in scores.csv are "
+               f"Benjamini-Hochberg over the {ds['head_flag'].size} heads at FDR {a.get('alpha')}. Per-statistic z, p and q in scores.csv are "
                "descriptive.")
     if a.get("duplicates"):
         out.append(f"Counted once: {a['duplicates']}.")

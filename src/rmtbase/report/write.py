@@ -55,7 +55,7 @@ def write_report(ds, out_dir, *, figures: bool = True, top: int = 3,
     must be absent, empty or an earlier rmtbase output (replaced). ``extras``: further netCDF
     files ({file name: Dataset}); with ``composition.nc`` the report leads with what was found
     and, with ``figures``, draws ``figures/composition.png``. ``heavy_tail``: one model's
-    heavy-tail table (:mod:`.heavy_tail_report`)."""
+    heavy-tail table (:mod:`.heavy_tail_report`), or a collection's along its dimension."""
     from ..pipeline.run import ScoreRun
 
     if isinstance(ds, ScoreRun):
@@ -65,14 +65,15 @@ def write_report(ds, out_dir, *, figures: bool = True, top: int = 3,
         ds, components, extras, heavy_tail = (ds.scores, ds.components, ds.extras or None,
                                               ds.heavy_tail)
     shape = report_shape(ds, components)
-    if shape.dim and heavy_tail is not None:
-        raise InputError("the heavy-tail table is one model's; a collection's report does not "
-                         "take it")
+    if shape.dim and heavy_tail is not None and heavy_tail.attrs.get("collection") != shape.dim:
+        raise InputError(f"the heavy-tail table is not a collection along {shape.dim} "
+                         "(rmtbase.scoring.collection.heavy_tail)")
     if shape.dim:
         from .collection_report import write_collection_report
 
         return write_collection_report(ds, out_dir, shape.dim, figures=figures,
-                                       top=min(top, 3), components=components, extras=extras)
+                                       top=min(top, 3), components=components, extras=extras,
+                                       heavy_tail=heavy_tail)
     from .model_report import write_model_report
 
     return write_model_report(ds, out_dir, figures=figures, top=top, n_spectra=n_spectra,

@@ -3,15 +3,27 @@
 The facade :func:`score_model` and the settings records, and below them one sub-package a stage,
 in pipeline order (``tests/test_layout.py``): :mod:`.measures`, :mod:`.nulls`, :mod:`.stopping`,
 :mod:`.profile`, :mod:`.heads`, :mod:`.composition`, :mod:`.matrices`, :mod:`.collection`, then
-:mod:`.ov`."""
+:mod:`.ov`. The names below load on first use: importing one stage loads no other."""
 
-from .collection.combine import combine, combine_components, entries, entry
-from .collection.trajectory import score_collection, score_component_collection
-from .matrices.components import score_components
-from .matrices.delta import score_delta
-from .score import score_model
-from .settings import ComponentSettings, CompositionSettings, ScoreSettings
+from __future__ import annotations
 
-__all__ = ["ComponentSettings", "CompositionSettings", "ScoreSettings", "combine",
-           "combine_components", "entries", "entry", "score_collection",
-           "score_component_collection", "score_components", "score_delta", "score_model"]
+import importlib
+
+#: Public name -> the module defining it (relative to this package).
+_NAMES = {
+    "combine": ".collection.combine", "combine_components": ".collection.combine",
+    "entries": ".collection.combine", "entry": ".collection.combine",
+    "score_collection": ".collection.trajectory",
+    "score_component_collection": ".collection.trajectory",
+    "score_components": ".matrices.components", "score_delta": ".matrices.delta",
+    "score_model": ".score", "ComponentSettings": ".settings",
+    "CompositionSettings": ".settings", "ScoreSettings": ".settings",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        return getattr(importlib.import_module(_NAMES[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,15 +15,17 @@ def named(names) -> tuple[Statistic, ...]:
         names = () if names in (None, "all", "spectral", "elementwise") else (names,)
     bare = dict.fromkeys(n.split(".", 1)[-1] for n in names if isinstance(n, str))
     opt = optional()
-    for n in bare:  # an optional statistic is registered when first named
+    for n in bare:  # an optional statistic is registered (as rmtbase's own) when first named
         if n in opt and REGISTRY.peek(n) is None:
-            REGISTRY.register(n, opt[n])
-    return tuple(REGISTRY[n] for n in bare if n in REGISTRY and not REGISTRY.shipped(n))
+            REGISTRY.register(n, opt[n], shipped=True)
+    return tuple(REGISTRY[n] for n in bare
+                 if n in REGISTRY and (n in opt or not REGISTRY.shipped(n)))
 
 
 def optional() -> dict[str, Statistic]:
-    """Shipped statistics that join a score only when named, registered then as a plugin's:
-    WeightWatcher's metrics of each head's spectrum (:data:`.heavy_tail.HEAVY_TAIL`)."""
+    """Shipped statistics that join a score only when named, their names reserved in the
+    registry (:data:`.statistic.OPTIONAL_NAMES`): WeightWatcher's metrics of each head's
+    spectrum (:data:`.heavy_tail.HEAVY_TAIL`)."""
     return {s.name: s for s in HEAVY_TAIL}
 
 

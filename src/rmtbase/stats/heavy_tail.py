@@ -44,15 +44,23 @@ NORM_KEYS = ("log_norm", "log_spectral_norm", "alpha_weighted", "log_alpha_norm"
 ESD_METHOD = "gram"
 
 
+def _gram(w) -> np.ndarray:
+    w = np.asarray(w, dtype=np.float64)
+    wt = np.swapaxes(w, -1, -2)
+    return w @ wt if w.shape[-2] <= w.shape[-1] else wt @ w
+
+
 def esd(w) -> np.ndarray:
     """λ = s²(w) ascending, ``(..., m, n) -> (..., min(m, n))``, float64 numpy, as
     WeightWatcher's ``combined_eigenvalues`` for one matrix: the eigenvalues of the smaller
-    Gram matrix (``w wᵀ`` or ``wᵀ w``, LAPACK's ``syevd``), a third of the SVD's time; clipped
-    at 0. Their error is ``ε λ_max``, far below WeightWatcher's ``λ > 10⁻⁵`` cut."""
-    w = np.asarray(w, dtype=np.float64)
-    wt = np.swapaxes(w, -1, -2)
-    gram = w @ wt if w.shape[-2] <= w.shape[-1] else wt @ w
-    return np.maximum(np.linalg.eigvalsh(gram), 0.0)
+    Gram matrix (``w wᵀ`` or ``wᵀ w`` in float64, LAPACK's ``syevd``), a third of the SVD's
+    time; clipped at 0. Their error is ``ε λ_max``, far below WeightWatcher's ``λ > 10⁻⁵``
+    cut. ``w`` may be a list of matrices of one shape (each Gram made alone, no stacked copy)."""
+    from .._blas import one_blas_thread
+
+    with one_blas_thread():  # many small decompositions: threads only spin (rmtbase._blas)
+        gram = np.stack([_gram(x) for x in w]) if isinstance(w, list | tuple) else _gram(w)
+        return np.maximum(np.linalg.eigvalsh(gram), 0.0)
 
 
 def _fit_one(lam):

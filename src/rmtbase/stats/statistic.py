@@ -29,7 +29,7 @@ from ._lambda import (
 from .estimator import Estimator
 from .fused import FUSED
 
-__all__ = ["MATRICES", "REGISTRY", "STATISTICS", "Statistic", "doc_table", "element_names",
+__all__ = ["MATRICES", "OPTIONAL_NAMES", "REGISTRY", "STATISTICS", "Statistic", "doc_table", "element_names",
            "StatInfo", "records", "register", "spectral", "stat_info", "statistic", "unregister"]
 
 #: The matrices a head's statistics are of (``w``: a whole weight matrix, components).
@@ -254,6 +254,12 @@ def records() -> tuple[Statistic, ...]:
 for _s in STATISTICS:
     REGISTRY.register(_s.name, _s, shipped=True)
 del _s
+
+#: The shipped statistics that join a score only when named (:data:`.heavy_tail.HEAVY_TAIL`):
+#: reserved, so that no plugin takes their names in any process state.
+OPTIONAL_NAMES = ("ww_alpha", "ww_alpha_weighted", "ww_log_norm", "ww_log_spectral_norm",
+                  "ww_log_alpha_norm")
+REGISTRY.reserve(OPTIONAL_NAMES, "rmtbase.stats.heavy_tail")
 
 
 def _bare(name: str) -> str:

@@ -53,20 +53,29 @@ def rescaled(null: dict, total: float) -> dict:
 
 
 def matrix_metrics(w, seed: int = 0, randomize: bool = True) -> dict:
-    """Every metric of :data:`METRICS` (and ``xmin``, ``bulk_max``, ``sum_lambda``, ``esd``) of one
-    stored matrix ``w`` (m, n); rand_distance's permutation from ``fold_in(key(seed), tag)``
-    (NaN unless ``randomize``: it costs a second SVD)."""
+    """Every metric of :data:`METRICS` (and ``xmin``, ``bulk_max``, ``sum_lambda``, ``esd``,
+    ``reason``) of one stored matrix ``w`` (m, n); rand_distance's permutation from
+    ``fold_in(key(seed), tag)`` (NaN unless ``randomize``: it costs a second SVD). A matrix the
+    metrics cannot describe (:func:`.heavy_tail_inputs.undescribed`) has every metric NaN and
+    its ``reason``."""
     import jax
 
     from ...baseline.heavy_tail_null import PERMUTATION_TAG
-    from ...stats.heavy_tail import matrix_spectrum
+    from ...stats.heavy_tail import EVALS_THRESH, matrix_spectrum
     from ...stats.heavy_tail_mp import rand_distance
+    from .heavy_tail_inputs import undescribed
 
+    why = undescribed(w)
+    if why is not None:
+        nan = {k: np.nan for k in (*METRICS, "xmin", "bulk_max", "sum_lambda")}
+        return {**nan, "esd": np.zeros(0), "reason": why}
     lam = matrix_spectrum(w)
     got = {k: v[0] for k, v in spectrum_table(lam[None], *np.shape(w)).items()}
     key = jax.random.fold_in(jax.random.key(seed), PERMUTATION_TAG)
     got["rand_distance"] = rand_distance(w, key, lam) if randomize else np.nan
     got["esd"] = lam
+    got["reason"] = "" if np.isfinite(got["alpha"]) else \
+        f"{int(np.sum(lam > EVALS_THRESH))} eigenvalues above {EVALS_THRESH:g}: no power-law fit"
     return got
 
 
@@ -90,27 +99,16 @@ def compare(got: dict, null: dict) -> dict:
 
     out = {}
     for metric in METRICS:
-        v, d = got[metric], null[metric]
-        lo, med, hi = np.nanquantile(d, [0.025, 0.5, 0.975])
+        v, d = got[metric], np.asarray(null[metric], np.float64)
+        d = d[np.isfinite(d)]
+        if not d.size:  # no finite draw (the null's fit undefined at this shape)
+            out[metric] = (v, np.nan, np.nan, np.nan, np.nan, np.nan)
+            continue
+        lo, med, hi = np.quantile(d, [0.025, 0.5, 0.975])
         p = np.nan if metric == "log_norm" else float(empirical_p(v, d)[0])
         half = (hi - lo) / 2
         out[metric] = (v, p, lo, med, hi, (v - med) / half if half > 0 else np.nan)
     return out
-
-
-def _storages(w, lc, name, quantized_null: str, where: str):
-    """(storage, null storage) names of matrix ``name`` of ``lc`` under ``quantized_null``
-    (:func:`.cells.matrix_null_storage`, as the whole-matrix score)."""
-    from ...stats.storage import FLOAT32, storage_record
-    from .cells import _detect, matrix_null_storage
-
-    storage = storage_record(lc.storage.get(name, "float32"))
-    if storage.is_float:
-        detected = _detect(w, storage)
-    else:
-        detected, storage = storage, FLOAT32
-    _, null = matrix_null_storage(storage, detected, quantized_null, w.shape[1], where)
-    return storage.name, null.name
 
 
 def null_spectra(ds: xr.Dataset, layer, component) -> np.ndarray:
@@ -127,9 +125,30 @@ def null_spectra(ds: xr.Dataset, layer, component) -> np.ndarray:
     return lam * (total / lam.sum(axis=1))[:, None]
 
 
-def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
-    """The Dataset of :func:`score_heavy_tail` (no attributes) from its cells ``(layer, name,
-    shape, storage, null storage, metrics)``, each against its group's null."""
+def null_alpha(ds: xr.Dataset) -> np.ndarray:
+    """The null's α draws of every described matrix of ``ds`` (one table's draws per matrix,
+    pooled; α is scale-free), read from the cached null tables."""
+    from ...baseline.heavy_tail_null import heavy_tail_null_table
+
+    out, tables = [], {}
+    for layer in ds["layer"].values:
+        for comp in ds["component"].values:
+            cell = ds.sel(layer=layer, component=comp)
+            if int(cell["rows"]) == 0 or not np.isfinite(float(cell["value"].sel(
+                    metric="log_norm"))):
+                continue
+            key = (int(cell["rows"]), int(cell["cols"]), str(cell["null_storage"].values))
+            if key not in tables:
+                tables[key] = heavy_tail_null_table(
+                    *key[:2], storage=key[2], draws=int(ds.attrs["draws"]),
+                    seed=int(ds.attrs["seed"]))["metric_alpha"].values
+            out.append(tables[key])
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _fill(cells, draws: int, seed: int, progress: bool):
+    """The arrays of :func:`_scored`: per (layer, component, metric) and per (layer,
+    component), and the described matrices' (metrics, (null key, null at its scale))."""
     from ...baseline.matrix_null import null_shape
 
     layers = sorted({c[0] for c in cells})
@@ -139,16 +158,21 @@ def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
                                                  "null_hi", "band_units")}
     per = {"xmin": np.full(shape3[:2], np.nan), "null_well_trained": np.full(shape3[:2], np.nan),
            "rows": np.zeros(shape3[:2], np.int64), "cols": np.zeros(shape3[:2], np.int64),
-           "folklore": np.full(shape3[:2], "", dtype=object),
-           "storage": np.full(shape3[:2], "", dtype=object),
-           "null_storage": np.full(shape3[:2], "", dtype=object)}
-    nulls: dict = {}
+           **{k: np.full(shape3[:2], "", dtype=object)
+              for k in ("folklore", "storage", "null_storage", "reason")}}
+    nulls, described = {}, []
     for layer, name, shape, storage, null_storage, got in cells:
+        li, ci = layers.index(layer), names.index(name)
+        per["rows"][li, ci], per["cols"][li, ci] = shape
+        per["storage"][li, ci], per["null_storage"][li, ci] = storage, null_storage
+        per["reason"][li, ci] = got["reason"]
+        if not np.isfinite(got["sum_lambda"]):  # not described: no null drawn for it
+            continue
         group = (null_shape(*shape, null_storage), null_storage)
         if group not in nulls:
             nulls[group] = null_metrics(*shape, null_storage, draws, seed, progress)
         null = rescaled(nulls[group], got["sum_lambda"])
-        li, ci = layers.index(layer), names.index(name)
+        described.append((li, ci, got, (group, null)))
         rows = compare(got, null)
         for j, metric in enumerate(METRICS):
             for v, x in zip(("value", "p_value", "null_lo", "null_median", "null_hi",
@@ -159,50 +183,70 @@ def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
         per["folklore"][li, ci] = folklore(got["alpha"])
         per["null_well_trained"][li, ci] = float(np.mean((a >= FOLKLORE_BAND[0])
                                                          & (a <= FOLKLORE_BAND[1])))
-        per["rows"][li, ci], per["cols"][li, ci] = shape
-        per["storage"][li, ci], per["null_storage"][li, ci] = storage, null_storage
+    return layers, names, out, per, described
+
+
+def _scored(cells, draws: int, seed: int, progress: bool, fdr: float = 0.05) -> xr.Dataset:
+    """The Dataset of :func:`score_heavy_tail` (no attributes) from its cells ``(layer, name,
+    shape, storage, null storage, metrics)``, each against its group's null; α's BH flags at
+    ``fdr`` and the model's summaries (:mod:`.heavy_tail_summary`)."""
+    from .heavy_tail_summary import FIELDS, SUMMARY, alpha_flags, model_summaries
+
+    layers, names, out, per, described = _fill(cells, draws, seed, progress)
     dims = ("layer", "component", "metric")
     ds = xr.Dataset({k: (dims, v) for k, v in out.items()},
                     coords={"layer": np.array(layers, dtype=np.int64), "component": names,
                             "metric": list(METRICS)})
     for k, v in per.items():
         ds[k] = (dims[:2], v.astype(str) if v.dtype == object else v)
-    esd = np.full(shape3[:2] + (max(c[5]["esd"].size for c in cells),), np.nan)
+    flag, q = alpha_flags(ds["p_value"].sel(metric="alpha").values, fdr)
+    ds["alpha_flag"], ds["alpha_q"] = (dims[:2], flag), (dims[:2], q)
+    sums = model_summaries({m: np.array([g[m] for *_, g, _ in described]) for m in SUMMARY},
+                           [n for *_, n in described])
+    for j, f in enumerate(FIELDS):
+        ds[f"summary_{f}"] = ("summary", np.array([sums[m][j] for m in SUMMARY]))
+    ds = ds.assign_coords(summary=list(SUMMARY))
+    esd = np.full((len(layers), len(names), max(c[5]["esd"].size for c in cells) or 1), np.nan)
     for layer, name, *_, got in cells:
         esd[layers.index(layer), names.index(name), :got["esd"].size] = got["esd"]
     ds["esd"] = (dims[:2] + ("eig",), esd)
     return ds
 
 
-def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
-                     revision=None, randomize: bool = True, progress: bool = False,
-                     allow_pickle: bool = False, quantized_null: str = "auto") -> xr.Dataset:
-    """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
-    MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
-    ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
-    ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``, ``null_storage``.
-    ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
-    DEFAULT_DRAWS`); ``randomize``: rand_distance too (a second SVD per matrix; else NaN);
-    ``esd`` (layer, component, eig): λ ascending, NaN-padded; a missing component is NaN /
-    "". ``quantized_null``: the null's storage, as ``score --quantized-null``."""
+def score_heavy_tail(model=None, *, base=None, components="all", draws: int | None = None,
+                     seed: int = 0, revision=None, randomize: bool = True,
+                     progress: bool = False, allow_pickle: bool = False,
+                     quantized_null: str = "auto", fdr: float = 0.05) -> xr.Dataset:
+    """The heavy-tail table of ``model`` (hub id, folder, .gguf file; None = the embedded
+    MiniLM), or of ΔW against ``base`` (a fine-tune, or ``model`` a LoRA adapter folder;
+    :mod:`.heavy_tail_inputs`): Dataset over (layer, component, metric) with ``value``,
+    ``p_value``, ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer,
+    component) ``xmin``, ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``,
+    ``null_storage``, ``reason`` (why a matrix has no metrics, "" if it has), ``alpha_flag`` and
+    ``alpha_q`` (BH over α's p at ``fdr``); per ``summary`` the model's means with their null
+    (``summary_value``, ``summary_p``, …; :mod:`.heavy_tail_summary`). ``draws``: null draws per
+    shape (default :data:`rmtbase.baseline.heavy_tail_null.DEFAULT_DRAWS`); ``randomize``:
+    rand_distance too (a second SVD per matrix; else NaN); ``esd`` (layer, component, eig): λ
+    ascending, NaN-padded; a missing component is NaN / "". ``quantized_null``: the null's
+    storage, as ``score --quantized-null``."""
     from ...baseline.heavy_tail_null import DEFAULT_DRAWS
-    from ...models import default_model_path, load_components, model_info
+    from ...checks import check_real
+    from ...models import default_model_path
     from ...stats.names import check_quantized_null
+    from .heavy_tail_inputs import layer_matrices
 
     check_quantized_null(quantized_null)
+    fdr = check_real("fdr", fdr, 0.0, 1.0, open_min=True, open_max=True)
     draws = DEFAULT_DRAWS if draws is None else int(draws)
+    name = _name(model, base, revision)
     if model is None:
         model = default_model_path()
-    info = model_info(model, revision=revision)
-    cells = []
-    for lc in load_components(model, components=components, revision=revision,
-                              allow_pickle=allow_pickle):
-        for name, w in lc.matrices.items():
-            storage, null_storage = _storages(w, lc, name, quantized_null,
-                                              f"layer {lc.layer} {name} of {info.name}")
-            cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
-                          matrix_metrics(w, seed, randomize)))
-    ds = _scored(cells, draws, seed, progress)
+    cells = [(layer, comp, tuple(w.shape), storage, null_storage,
+              matrix_metrics(w, seed, randomize))
+             for layer, comp, w, storage, null_storage in layer_matrices(
+                 model, base=base, components=components, revision=revision,
+                 allow_pickle=allow_pickle, quantized_null=quantized_null, label=name)]
+    ds = _scored(cells, draws, seed, progress, fdr)
     ds["value"].attrs.update(long_name="WeightWatcher 0.7.7 metric of the stored matrix",
                              units="1")
     ds["p_value"].attrs.update(long_name="two-sided add-one empirical p against the null",
@@ -210,7 +254,8 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
     ds["band_units"].attrs.update(long_name="(value - null median) / half the null's 95% band",
                                   units="1")
     ds.attrs.update(
-        model=str(info.name), draws=int(draws), seed=int(seed), quantized_null=quantized_null,
+        model=name, draws=int(draws), seed=int(seed), quantized_null=quantized_null,
+        fdr=float(fdr), delta="" if base is None else "W - W_base (LoRA: s B A)",
         null=("i.i.d. N(0, 1) matrices of each matrix's shape at null_storage (its storage or "
               "quantized_null's; rmtbase.baseline.heavy_tail_null), spectra rescaled to the "
               "matrix's squared Frobenius norm"),
@@ -224,5 +269,21 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
     return ds
 
 
-__all__ = ["FOLKLORE_BAND", "METRICS", "compare", "folklore", "matrix_metrics", "null_metrics",
-           "null_spectra", "rescaled", "score_heavy_tail", "spectrum_table"]
+def _name(model, base, revision) -> str:
+    """The table's ``model`` attribute: the model's name, ``<tuned> vs <base>`` for a delta."""
+    from ...models import model_info
+    from ...models.lora import is_lora
+    from ..description import model_label
+
+    if model is None:
+        from ...probe.run import DEFAULT_MODEL_NAME
+
+        own = DEFAULT_MODEL_NAME.split("/")[-1]
+    else:
+        own = model_label(str(model)) if is_lora(model) else \
+            model_label(model_info(model, revision=revision).name)
+    return own if base is None else f"{own} vs {model_label(model_info(base).name)}"
+
+
+__all__ = ["FOLKLORE_BAND", "METRICS", "compare", "folklore", "matrix_metrics", "null_alpha",
+           "null_metrics", "null_spectra", "rescaled", "score_heavy_tail", "spectrum_table"]
