@@ -6,10 +6,7 @@ top edges then patched exactly, :mod:`..core.exact`), draw the faithfulness curv
 reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of the
 confirmed edges is scored too (:mod:`.confirm`: the pruning's stopped circuit's edges, or
 beyond the budget the reported circuit's top edges, each in its circuit's context).
-:func:`evaluate` scores a circuit the user brings. :func:`write_outputs` writes
-``circuit.json`` (every edge with its scores, the circuit's marked ``in_graph``: MIB's
-format), ``circuit.dot``, ``circuit.graphml``, ``curve.csv`` and ``summary.json`` into one
-all-or-nothing folder."""
+:func:`evaluate` scores a circuit the user brings; :mod:`.outputs` writes the files."""
 
 from __future__ import annotations
 
@@ -29,12 +26,11 @@ from ..core.forward import TaskModel, config_graph
 from ..core.loader import load_causal_lm
 from ..core.runner import Runner
 from . import prune
-from .confirm import confirm_in_context, confirm_within, confirmation, stop_rule, verdict_row
-from .losses import LOSS_UNIT, output_losses
+from .confirm import confirm_in_context, confirm_within, stop_rule
+from .losses import output_losses
+from .outputs import KIND, summary, write_outputs
 from .taskfile import Task, check_task, read_records, tokenise
 from .weights import head_edge_columns, read_composition
-
-KIND = "rmtbase circuits --task"
 
 #: The most points of an input integral (``steps``, ``prune_steps``) and of the curve's grid.
 MAX_STEPS = 1000
@@ -218,60 +214,6 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
                        progress=progress))
     return {"model": name, "task": t.name, "metric": metric, "counterfactual": counterfactual,
             **evaluate_kept(sc, kept), "output_losses": output_losses(sc.runner, kept)}
-
-
-def summary(res: dict) -> dict:
-    """The JSON summary of :func:`find_task_circuit`'s result."""
-    cur, g = res["curve"], res["tm"].graph
-    t = res["task"]
-    top = []
-    listed = [int(e) for e in cur["order"] if int(e) in res["exact"]][:res["top"]]
-    for e in listed:
-        a, b = res["exact"][e]
-        s, r = g.edge(e)
-        top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
-                    "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
-                    **verdict_row(res["verdicts"][e]), **res.get("columns", {}).get(e, {})})
-    return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
-            "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
-            "attribution_steps": res["steps"], "n_edges": g.n_edges,
-            "split": res["split"], "ranking": res["ranking_method"],
-            "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
-            "confirmation": confirmation(res["verdicts"], len(res["exact"]),
-                                         res["confirmed_in"], res["split"]["fit"]),
-            "weights_screen": bool(res.get("columns")),
-            "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
-            "curve_area": cur["area"],
-            "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
-            "top_edges": top}
-
-
-def write_outputs(res: dict, out, *, extra=None) -> dict:
-    """Write the outputs (module docstring) into folder ``out`` all or nothing; ``extra``:
-    ``extra(folder)`` writes more into the open folder (the CLI's ``report.html``, from
-    :mod:`rmtbase.report.task_report`). Returns {name: path}."""
-    from ...files.output import OutputFolder
-    from ...files.strict_json import dumps
-    from .export import circuit_json, dot, graphml
-
-    g, cur = res["tm"].graph, res["curve"]
-    meta = {"task": res["task"].name, "metric": res["metric"],
-            "counterfactual": res["counterfactual"], "model": res["model"]}
-    full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta,
-                        res.get("columns") or None)
-    csv = ["k,metric,faithfulness"] + [f"{int(k)},{float(m)!r},{float(f)!r}" for k, m, f in zip(
-        cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
-    files = {"circuit.json": dumps(full) + "\n",
-             "circuit.dot": dot(g, res["kept"], res["score"]),
-             "circuit.graphml": graphml(g, res["kept"], res["score"]),
-             "curve.csv": "\n".join(csv) + "\n",
-             "summary.json": dumps(summary(res), indent=1) + "\n"}
-    with OutputFolder(out, kind=KIND) as folder:
-        for rel, text in files.items():
-            folder.write_text(rel, text)
-        if extra is not None:
-            extra(folder)
-    return dict(folder.written)
 
 
 __all__ = ["HOLDOUT", "KIND", "evaluate", "find_task_circuit", "held_out", "load",
