@@ -99,13 +99,15 @@ def test_text_task_tokenised_with_the_models_tokenizer(tmp_path):
                  + json.dumps({"clean": "a good man", "corrupted": "a single man",
                                "answer": "wife", "wrong": "man"}) + "\n")
     t = read_task(p, tok)
-    ids = tok("a single man", add_special_tokens=False)["input_ids"]
+    ids = tok("a single man")["input_ids"]  # the tokenizer's default: its BOS <s> first
+    assert ids[0] == tok.bos_token_id and ids[1:] == tok("a single man",
+                                                         add_special_tokens=False)["input_ids"]
     assert t.clean.tolist()[0] == ids and t.answer[0] == tok.convert_tokens_to_ids("wife")
     p.write_text(json.dumps({"clean": "a single man", "corrupted": "a man",
                              "answer": "wife", "wrong": "man"}) + "\n"
                  + json.dumps({"clean": "a good man", "corrupted": "a single man",
                                "answer": "wife", "wrong": "man"}) + "\n")
-    with pytest.raises(InputError, match="clean is 3 tokens and corrupted 2"):
+    with pytest.raises(InputError, match="clean is 4 tokens and corrupted 3"):
         read_task(p, tok)
     p.write_text(json.dumps({"clean": "a man", "corrupted": "a good",
                              "answer": "a wife", "wrong": "man"}) + "\n"
@@ -840,8 +842,9 @@ def test_command_end_to_end(tmp_path, capsys):
     assert doc["circuit"] == s["circuit"]
     # summary.txt: the counterfactual named first, the losses and every listed edge
     text = (out / "summary.txt").read_text("utf-8").splitlines()
-    assert "counterfactual corrupted" in text[0] and text[3].startswith("output loss: clean ")
-    assert [t.split()[0] for t in text[4:]] == [e["edge"] for e in s["top_edges"]]
+    assert "counterfactual corrupted" in text[0] and text[1].startswith("input: token ids as")
+    assert text[4].startswith("output loss: clean ")
+    assert [t.split()[0] for t in text[5:]] == [e["edge"] for e in s["top_edges"]]
     assert set(s["output_losses"]) == {"unit", "clean", "circuit_only", "circuit_removed",
                                        "all_removed"}
     assert "output loss" in page and "faithfulness" in page

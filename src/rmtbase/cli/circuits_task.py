@@ -16,7 +16,7 @@ COUNTERFACTUALS = ("corrupted", "mean", "resample", "zero")
 
 
 #: Lines of summary.txt printed on the screen (its first ten edges).
-SCREEN_LINES = 14
+SCREEN_LINES = 15
 
 
 def add_options(p) -> None:

@@ -48,8 +48,12 @@ def summary_lines(s: dict) -> list[str]:
     c, sp = s["circuit"], s["split"]
     out = [f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
            f"{s['counterfactual']}; ranked by {s['ranking']['method']} on {sp['fit']} pairs, "
-           f"scored on {sp['held_out']} held out",
-           f"full model {c['full_metric']:.4g}, empty graph {c['empty_metric']:.4g} "
+           f"scored on {sp['held_out']} held out"]
+    if s.get("input"):
+        from ..circuits.task.model_input import input_line
+
+        out.append(input_line(s["input"]))
+    out += [f"full model {c['full_metric']:.4g}, empty graph {c['empty_metric']:.4g} "
            f"({METRIC_UNITS.get(s['metric'], s['metric'])})",
            f"circuit: {c['edges']} of {s['n_edges']} edges, faithfulness "
            f"{c['faithfulness']:.3f} ± {c['faithfulness_se']:.2g}, with it removed "

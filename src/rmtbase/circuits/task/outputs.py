@@ -24,7 +24,8 @@ def summary(res: dict) -> dict:
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
                     **verdict_row(res["verdicts"][e]), **res.get("columns", {}).get(e, {})})
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
-            "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
+            "tokens": t.length, "input": res.get("input"),
+            "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
             "split": res["split"], "ranking": res["ranking_method"],
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],

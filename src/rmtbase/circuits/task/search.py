@@ -28,6 +28,7 @@ from ..core.runner import Runner
 from . import prune
 from .confirm import confirm_in_context, confirm_within, stop_rule
 from .losses import output_losses
+from .model_input import input_line
 from .outputs import KIND, summary, write_outputs
 from .taskfile import Task, check_task, read_records, tokenise
 from .weights import head_edge_columns, read_composition
@@ -42,10 +43,16 @@ MAX_HOLDOUT = 0.9
 
 
 def load(model, task, announce=None):
-    """(:class:`..core.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
-    task path or :class:`.taskfile.Task`; the graph forward checked against the model's.
-    ``announce(config, task)``: called once the task is tokenised, before the weights are read
-    where :func:`..core.loader.load_causal_lm` can."""
+    """(:class:`..core.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model``
+    and a task path or :class:`.taskfile.Task` (:func:`load_described`)."""
+    return load_described(model, task, announce)[:3]
+
+
+def load_described(model, task, announce=None):
+    """:func:`load`'s three and :func:`.model_input.describe`'s dict; the graph forward checked
+    against the model's. ``announce(config, task)`` is called once the task is read, before
+    the weights where :func:`..core.loader.load_causal_lm` can."""
+    from .model_input import describe
     from .taskfile import needs_tokenizer
     from .templates import resolve
 
@@ -53,6 +60,7 @@ def load(model, task, announce=None):
     t, records = (task, None) if src is None else (None, read_records(src))
     if t is not None:
         check_task(t)
+    described = {}
 
     def before(config, tok):
         nonlocal t
@@ -63,6 +71,7 @@ def load(model, task, announce=None):
             config, "max_position_embeddings", None)
         if npos is not None and t.length > int(npos):
             raise InputError(f"the task's prompts are {t.length} tokens; the model takes {npos}")
+        described.update(describe(t, records, tok, config))
         if announce is not None:
             announce(config, t)
 
@@ -70,7 +79,7 @@ def load(model, task, announce=None):
                                   needs_tokenizer(records), before=before)
     tm = TaskModel(net)
     tm.check(t.clean[:4])
-    return tm, t, name
+    return tm, t, name, described
 
 
 def split(task: Task, holdout: float) -> tuple[Task, Task]:
@@ -133,7 +142,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         say(prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit,
                             budget=prune_budget, top=top, steps=prune_steps))
 
-    tm, t, name = load(model, task, announce if progress else None)
+    tm, t, name, described = load_described(model, task, announce if progress else None)
+    say(input_line(described))
     fit_task, held_task = split(t, holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
@@ -188,7 +198,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
                                                                       strict=True)},
             "verdicts": verdicts, "confirmed_in": confirmed_in,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
-            "output_losses": losses, "columns": columns}
+            "output_losses": losses, "columns": columns, "input": described}
 
 
 def _stage(text: str) -> None:
@@ -207,14 +217,15 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
     from .export import read_circuit
 
     batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
-    tm, t, name = load(model, task)
+    tm, t, name, described = load_described(model, task)
     kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
         np.asarray(edges, dtype=bool)
     sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
                        progress=progress))
-    return {"model": name, "task": t.name, "metric": metric, "counterfactual": counterfactual,
-            **evaluate_kept(sc, kept), "output_losses": output_losses(sc.runner, kept)}
+    return {"model": name, "task": t.name, "input": described, "metric": metric,
+            "counterfactual": counterfactual, **evaluate_kept(sc, kept),
+            "output_losses": output_losses(sc.runner, kept)}
 
 
 __all__ = ["HOLDOUT", "KIND", "evaluate", "find_task_circuit", "held_out", "load",
-           "split", "summary", "write_outputs"]
+           "load_described", "split", "summary", "write_outputs"]
