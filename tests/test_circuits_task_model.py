@@ -178,3 +178,288 @@ def test_the_clean_logits_are_transformers_on_the_tokenizers_default_input(tmp_p
     if which == "gemma":
         assert (diff > 0).all(), diff
 
+
+
+# --- the model does the task, or it is refused ---------------------------------------------
+def _gpt2(seed=1, n_layer=2):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=40, n_positions=48, n_embd=32, n_layer=n_layer, n_head=4,
+                     initializer_range=0.2, tie_word_embeddings=False, bos_token_id=0,
+                     eos_token_id=0)
+    return GPT2LMHeadModel(cfg).double().eval()
+
+
+def _own_task(net, n=24, seed=0):
+    """Induction prompts whose answer is the model's own top token on the clean prompt and
+    wrong its top on the corrupted one: a task the model does by construction."""
+    from rmtbase.circuits.task.taskfile import Task, induction_task
+
+    t = induction_task(n, 5, 40, seed=seed)
+    with torch.no_grad():
+        a = net(torch.as_tensor(t.clean)).logits[:, -1].argmax(-1).numpy()
+        w = net(torch.as_tensor(t.corrupted)).logits[:, -1].argmax(-1).numpy()
+    own = a != w
+    return Task(t.clean[own], t.corrupted[own], a[own], w[own], name="own")
+
+
+def _swapped(t):
+    from rmtbase.circuits.task.taskfile import Task
+
+    return Task(t.clean, t.corrupted, t.wrong, t.answer, name="swapped")
+
+
+def test_the_behaviour_is_transformers_full_and_corrupted_logits():
+    """The fit pairs' full model is the clean forward's answer − wrong logit difference, the
+    empty graph the corrupted forward's (every edge carries the corrupted output), their se
+    sd/√n, the behaviour their paired difference; wins: pairs whose clean difference is > 0."""
+    from rmtbase.circuits.core.forward import TaskModel
+    from rmtbase.circuits.core.runner import Runner
+    from rmtbase.circuits.task.behaviour import failure, measure
+
+    net = _gpt2()
+    t = _swapped(_own_task(net))
+    b = measure(Runner(TaskModel(net), t))
+    rows = np.arange(t.n)
+    with torch.no_grad():
+        lc = net(torch.as_tensor(t.clean)).logits[:, -1].numpy()
+        lx = net(torch.as_tensor(t.corrupted)).logits[:, -1].numpy()
+    full = lc[rows, t.answer] - lc[rows, t.wrong]
+    empty = lx[rows, t.answer] - lx[rows, t.wrong]
+    se = lambda x: x.std(ddof=1) / np.sqrt(x.size)  # noqa: E731
+    want = {"pairs": t.n, "full": full.mean(), "full_se": se(full), "empty": empty.mean(),
+            "empty_se": se(empty), "behaviour": (full - empty).mean(),
+            "behaviour_se": se(full - empty), "wins": int((full > 0).sum())}
+    for k, v in want.items():  # float64 weights; the graph forward sums in another order
+        assert b[k] == pytest.approx(v, rel=1e-7, abs=1e-9), k
+    assert b["wins"] == 0 and b["behaviour"] < 0  # the model prefers "wrong" on every pair
+    assert "on 0 of" in failure(b) and "is not above the empty graph's" in failure(b)
+
+
+def test_a_task_the_model_does_not_do_is_refused_before_any_search(monkeypatch):
+    """Answer and wrong swapped on a task the model does: one InputError line naming the
+    numbers, raised after the full and empty runs alone (attribution and the held-out scorer
+    never start); ``force=True`` searches anyway and the summary says it was forced."""
+    from rmtbase.circuits.task import search
+    from rmtbase.circuits.task.search import find_task_circuit, summary
+
+    net = _gpt2()
+    t = _own_task(net)
+    assert find_task_circuit(net, t, holdout=0.5, top=3)["behaviour"]["wins"] > t.n // 4
+
+    def never(*a, **k):
+        raise AssertionError("work beyond the full and empty runs")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(search, "attribute", never)
+        mp.setattr(search, "Scorer", never)
+        with pytest.raises(InputError, match=r"does not do this task on its \d+ fit pairs: "
+                                             r"the full model's logit_diff .* on 0 of \d+; "
+                                             r".*--force") as e:
+            find_task_circuit(net, _swapped(t))
+    assert "\n" not in str(e.value)
+    res = find_task_circuit(net, _swapped(t), top=3, force=True)
+    from rmtbase.report.task_report import summary_lines
+
+    lines = summary_lines(summary(res))
+    assert lines[2].startswith("on the ") and lines[2].endswith("(searched with --force)")
+    with pytest.raises(InputError, match="force is True or False"):
+        find_task_circuit(net, t, force="yes")
+
+
+def test_the_command_refuses_it_in_one_line_and_writes_nothing(tmp_path, capsys):
+    from rmtbase.circuits.task.taskfile import write_task
+    from rmtbase.cli import main
+
+    net = _gpt2()
+    t = _own_task(net)
+    net.float().save_pretrained(tmp_path / "m")
+    write_task(_swapped(t), tmp_path / "t.jsonl")
+    out = tmp_path / "out"
+    assert main(["circuits", str(tmp_path / "m"), "--task", str(tmp_path / "t.jsonl"),
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("rmtbase: error: the model does not do this task")
+    assert any(x.startswith("rmtbase circuits --task: on the ") for x in err)  # said first
+    assert not out.exists()
+    assert main(["circuits", str(tmp_path / "m"), "--force", "--out", str(out)]) == 2
+    assert "--force needs --task" in capsys.readouterr().err
+    assert main(["circuits", str(tmp_path / "m"), "--task", str(tmp_path / "t.jsonl"),
+                 "--out", str(out), "--force", "--top", "2", "--quiet"]) == 0
+    assert (out / "summary.json").is_file()
+
+
+# --- pairs counted honestly ---------------------------------------------------------------
+def test_a_repeated_pair_counts_once_and_never_sits_on_both_sides():
+    """Two pairs written alternately 8 times are 2 distinct pairs: held out at 0.5 that is one
+    a side, refused; 4 distinct pairs repeated 4 times split 2 and 2, no pair on both sides,
+    and the input line counts the repeats."""
+    from rmtbase.circuits.task.model_input import input_line
+    from rmtbase.circuits.task.search import find_task_circuit, load_described, split
+    from rmtbase.circuits.task.taskfile import Task, distinct_pairs
+
+    net = _gpt2()
+    t = _own_task(net)
+    rep = lambda k, times: Task(*(np.tile(a[:k], (times,) + (1,) * (a.ndim - 1))  # noqa: E731
+                                  for a in (t.clean, t.corrupted, t.answer, t.wrong)), "rep")
+    two = rep(2, 8)
+    d, dropped = distinct_pairs(two)
+    assert (d.n, dropped) == (2, 14) and (d.clean == t.clean[:2]).all()
+    with pytest.raises(InputError, match="of 2 distinct prompt pairs leaves fewer than 2"):
+        find_task_circuit(net, two)
+    four = rep(4, 4)
+    _, t4, _, described = load_described(net, four)
+    assert t4.n == 4 and described["duplicates"] == 12
+    assert input_line(described).endswith("; 12 repeated pairs counted once")
+    fit, held = split(t4, 0.5)
+    rows = lambda x: {r.tobytes() for r in x.clean}  # noqa: E731
+    assert fit.n == held.n == 2 and not rows(fit) & rows(held)
+
+
+def test_an_se_of_zero_confirms_nothing():
+    """Effects without spread over the pairs (se 0) are no evidence: neither the pruning's
+    stop rule nor the confirmation passes them, however large."""
+    from types import SimpleNamespace
+
+    from rmtbase.circuits.task.confirm import confirm, stop_rule
+
+    assert stop_rule(1.0, 16)([0.9, 0.8], [0.1, 0.1])  # the rule holds with a spread
+    assert not stop_rule(1.0, 16)([0.9, 0.8], [0.0, 0.1])
+    runner = SimpleNamespace(task=SimpleNamespace(n=16), counterfactual="corrupted")
+    v = confirm(runner, [3, 5], [0.9, 0.9], [0.0, 0.0], 1.0)
+    assert not v[3]["confirmed"] and not v[5]["confirmed"] and v[3]["depends"] is None
+
+
+def test_holdout_zero_is_called_in_sample_everywhere():
+    from rmtbase.circuits.task.search import find_task_circuit, summary
+    from rmtbase.report.task_report import summary_lines, task_report_html
+
+    net = _gpt2(n_layer=1)
+    res = find_task_circuit(net, _own_task(net, n=40), holdout=0, top=3, force=True)
+    s = summary(res)
+    assert s["split"] == {"holdout": 0.0, "fit": s["prompts"], "held_out": 0,
+                          "in_sample": True}
+    text = "\n".join(summary_lines(s))
+    assert "held out" not in text and "held-out" not in text
+    assert f"scored on the same {s['prompts']} pairs (in-sample: --holdout 0)" in text
+    assert "in-sample" in task_report_html(res, s, {})
+
+
+# --- screens and files that mean what they say --------------------------------------------
+def test_dot_edges_are_signed_and_coloured_by_their_exact_effect():
+    """An edge patched exactly is labelled and coloured by its exact effect (black: it
+    carries the metric), whatever its attribution's sign; one that was not by its
+    attribution, dashed; under kl (lower is better) the signs turn."""
+    import re
+
+    from rmtbase.circuits.core.graph import Graph
+    from rmtbase.circuits.task.export import dot, graphml
+
+    g = Graph(1, 2)
+    kept = g.empty()
+    a, b = g.index("input->m0"), g.index("m0->logits")
+    kept[[a, b]] = True
+    score = np.zeros(g.n_edges)
+    score[a], score[b] = -0.11, -0.3
+    text = dot(g, kept, score, {a: (5.96, 0.4)})
+    got = {s: x for s, _, x in re.findall(r'"(\S+)" -> "(\S+)" \[label="([^"]+)"', text)}
+    assert got == {"input": "exact +5.96", "m0": "attr -0.3"}
+    assert '"input" -> "m0" [label="exact +5.96", color=black];' in text
+    assert '"m0" -> "logits" [label="attr -0.3", color=red, style=dashed];' in text
+    kl = dot(g, kept, score, {a: (5.96, 0.4)}, metric="kl")
+    assert 'label="exact -5.96", color=red]' in kl and 'label="attr +0.3", color=black' in kl
+    assert '<data key="exact">5.96</data>' in graphml(g, kept, score, {a: (5.96, 0.4)})
+
+
+def test_a_curve_above_one_and_a_confirmed_circuit_near_zero_are_explained():
+    from rmtbase.circuits.core.graph import Graph
+    from rmtbase.circuits.task.notes import confirmed_note, curve_note, peak, reaches_logits
+
+    k = np.arange(6)
+    cur = {"k": k, "faithfulness": np.array([0.0, 0.5, 2.2, 1.6, 1.2, 1.0])}
+    assert peak(cur) == {"faithfulness": 2.2, "edges": 2}
+    small = {"behaviour": 0.3, "behaviour_se": 0.2, "pairs": 8}
+    big = {"behaviour": 3.0, "behaviour_se": 0.2, "pairs": 8}
+    assert curve_note(cur, small).startswith("curve above 1: peak 2.2 at 2 edges, a small "
+                                             "denominator: m(M) - m(0) = +0.3 ± 0.2")
+    assert "an overshoot" in curve_note(cur, big)
+    assert curve_note({"k": k, "faithfulness": np.linspace(0, 1.005, 6)}, small) is None
+    g = Graph(2, 2)
+    c = g.empty()
+    c[[g.index("input->m0"), g.index("m1->logits")]] = True  # m0 never reaches m1
+    assert not reaches_logits(g, c)
+    c[g.index("m0->m1")] = True
+    assert reaches_logits(g, c)
+    c[g.index("m0->m1")] = False
+    note = confirmed_note(g, c, {"faithfulness": 0.0004}, "stopped", 9)
+    assert note == ("confirmed edges' circuit keeps f = 0.000: each of its 2 edges was needed "
+                    "inside the pruning's first circuit whose every edge passes (9 edges); kept "
+                    "alone they hold no path from input to logits")
+    assert confirmed_note(g, c, {"faithfulness": 0.4}, "stopped", 9) is None
+
+
+def test_the_attribution_bar_moves_with_every_gradient_run(monkeypatch):
+    """One batch, 5 integral points: the bar advances 5 times (prompts × points), not once."""
+    from rmtbase.circuits.core.attribution import attribute
+    from rmtbase.circuits.core.forward import TaskModel
+    from rmtbase.circuits.core.runner import Runner
+
+    net = _gpt2(n_layer=1)
+    r = Runner(TaskModel(net), _own_task(net, n=12), batch=64)
+    seen = []
+
+    class Bar:
+        def __init__(self, total, desc):
+            seen.append(("total", total))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n):
+            seen.append(("update", n))
+
+    monkeypatch.setattr(r, "bar", Bar)
+    attribute(r, steps=5)
+    assert seen == [("total", 5 * r.task.n)] + [("update", r.task.n)] * 5
+
+
+def test_an_interrupted_run_keeps_what_it_printed(tmp_path):
+    """SIGINT during the search (held in a slowed attribution): exit 130, the lines said
+    before it (the input, the model's behaviour) still on stderr, no folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from rmtbase.circuits.task.taskfile import write_task
+
+    net = _gpt2(n_layer=1)
+    t = _own_task(net)
+    net.float().save_pretrained(tmp_path / "m")
+    write_task(t, tmp_path / "t.jsonl")
+    code = ("import sys, time\nimport rmtbase.circuits.task.search as s\n"
+            "def slow(*a, **k):\n    time.sleep(120)\n"
+            "s.attribute = slow\nfrom rmtbase.cli import console_main\n"
+            "sys.exit(console_main())\n")
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-c", code, "circuits", str(tmp_path / "m"),
+                          "--task", str(tmp_path / "t.jsonl"), "--out", str(out), "--force"],
+                         stderr=subprocess.PIPE, text=True, env={**os.environ,
+                                                                 "PYTHONUNBUFFERED": "1"})
+    said = []
+    with p.stderr:
+        for line in p.stderr:
+            said.append(line.rstrip("\n"))
+            if "pairs to rank them" in line:
+                p.send_signal(signal.SIGINT)
+                break
+        said += p.stderr.read().splitlines()  # the same buffered reader: nothing skipped
+    assert p.wait(timeout=120) == 130, said
+    for words in ("input: token ids as given", "fit pairs: full model"):
+        assert any(words in x for x in said), (words, said)
+    assert said[-1].endswith("interrupted") and not out.exists()
+

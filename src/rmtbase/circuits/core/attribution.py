@@ -54,10 +54,10 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     for p in params:  # gradients flow to the receivers' inputs only, not to the weights
         p.requires_grad_(False)
     try:
-        with runner.bar(runner.task.n, "attribution") as bar:
+        # prompts × integral points: the bar moves with every gradient run, not per batch
+        with runner.bar(runner.task.n * len(alphas), "attribution") as bar:
             for lo, hi in runner.batches():
-                _batch(runner, lo, hi, alphas, total, total2, within)
-                bar.update(hi - lo)
+                _batch(runner, lo, hi, alphas, total, total2, within, bar)
     finally:
         for p in params:
             p.requires_grad_(True)
@@ -67,7 +67,7 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     return mean, np.sqrt(var / n)
 
 
-def _batch(runner, lo, hi, alphas, total, total2, within=None) -> None:
+def _batch(runner, lo, hi, alphas, total, total2, within=None, bar=None) -> None:
     """Add batch ``lo:hi``'s per-prompt scores and their squares to ``total``, ``total2``."""
     import torch
 
@@ -84,6 +84,8 @@ def _batch(runner, lo, hi, alphas, total, total2, within=None) -> None:
         if a == 1.0:  # at the clean embeddings this run's outputs are the clean run's
             clean = [o.detach() for o in res["outs"]]
         del res
+        if bar is not None:
+            bar.update(hi - lo)
     n = hi - lo
     with torch.no_grad():
         if clean is None:

@@ -62,11 +62,14 @@ def input_line(d: dict) -> str:
     if pre is not None and d["prompts"] != "ids":
         how += f" (it prepends {' '.join(pre)})" if pre else " (it prepends nothing)"
     if d["bos_id"] is None:
-        return f"input: {how}; the model names no BOS token"
-    name = f"{d['bos_token']} (id {d['bos_id']})" if d.get("bos_token") else \
-        f"id {d['bos_id']}"
-    return (f"input: {how}; both prompts begin with the model's BOS {name} on "
-            f"{d['first_is_bos']} of {d['pairs']} pairs")
+        bos = "the model names no BOS token"
+    else:
+        name = f"{d['bos_token']} (id {d['bos_id']})" if d.get("bos_token") else \
+            f"id {d['bos_id']}"
+        bos = (f"both prompts begin with the model's BOS {name} on {d['first_is_bos']} of "
+               f"{d['pairs']} pairs")
+    dup = d.get("duplicates") or 0
+    return f"input: {how}; {bos}" + (f"; {dup} repeated pairs counted once" if dup else "")
 
 
 __all__ = ["PROBE", "describe", "input_line", "prepended"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .confirm import confirmation, verdict_row
 from .losses import LOSS_UNIT
+from .notes import peak
 
 KIND = "rmtbase circuits --task"
 
@@ -24,7 +25,7 @@ def summary(res: dict) -> dict:
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
                     **verdict_row(res["verdicts"][e]), **res.get("columns", {}).get(e, {})})
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
-            "tokens": t.length, "input": res.get("input"),
+            "tokens": t.length, "input": res.get("input"), "behaviour": res.get("behaviour"),
             "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
             "split": res["split"], "ranking": res["ranking_method"],
@@ -33,9 +34,24 @@ def summary(res: dict) -> dict:
                                          res["confirmed_in"], res["split"]["fit"]),
             "weights_screen": bool(res.get("columns")),
             "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
-            "curve_area": cur["area"],
+            "curve_area": cur["area"], "curve_peak": peak(cur),
             "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
-            "top_edges": top}
+            "notes": _notes(res), "top_edges": top}
+
+
+def _notes(res: dict) -> list[str]:
+    """:mod:`.notes`' sentences for ``res`` (those that apply)."""
+    from .notes import confirmed_note, curve_note
+
+    held = res.get("held_behaviour")
+    confirmed = [e for e, v in res["verdicts"].items() if v["confirmed"]]
+    tested = sum(v.get("context") is not None for v in res["verdicts"].values())
+    kept = res["tm"].graph.empty()
+    kept[confirmed] = True
+    out = [None if held is None else curve_note(res["curve"], held),
+           confirmed_note(res["tm"].graph, kept, res["confirmed_circuit"],
+                          res["confirmed_in"], tested)]
+    return [n for n in out if n is not None]
 
 
 def write_outputs(res: dict, out, *, extra=None) -> dict:
@@ -54,8 +70,8 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
     csv = ["k,metric,faithfulness"] + [f"{int(k)},{float(m)!r},{float(f)!r}" for k, m, f in zip(
         cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
     files = {"circuit.json": dumps(full) + "\n",
-             "circuit.dot": dot(g, res["kept"], res["score"]),
-             "circuit.graphml": graphml(g, res["kept"], res["score"]),
+             "circuit.dot": dot(g, res["kept"], res["score"], res["exact"], res["metric"]),
+             "circuit.graphml": graphml(g, res["kept"], res["score"], res["exact"]),
              "curve.csv": "\n".join(csv) + "\n",
              "summary.json": dumps(summary(res), indent=1) + "\n"}
     with OutputFolder(out, kind=KIND) as folder:

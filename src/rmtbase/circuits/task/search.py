@@ -26,11 +26,14 @@ from ..core.forward import TaskModel, config_graph
 from ..core.loader import load_causal_lm
 from ..core.runner import Runner
 from . import prune
+from .behaviour import check as check_behaviour
+from .behaviour import line as behaviour_line
+from .behaviour import measure as measure_behaviour
 from .confirm import confirm_in_context, confirm_within, stop_rule
 from .losses import output_losses
 from .model_input import input_line
 from .outputs import KIND, summary, write_outputs
-from .taskfile import Task, check_task, read_records, tokenise
+from .taskfile import Task, check_task, distinct_pairs, read_records, tokenise
 from .weights import head_edge_columns, read_composition
 
 #: The most points of an input integral (``steps``, ``prune_steps``) and of the curve's grid.
@@ -67,11 +70,12 @@ def load_described(model, task, announce=None):
         if t is None:
             t = tokenise(records, tok, vocab_size=int(config.vocab_size), name=Path(src).stem,
                          source=str(src))
+        t, dropped = distinct_pairs(t)  # a repeated pair counts once
         npos = getattr(config, "n_positions", None) or getattr(
             config, "max_position_embeddings", None)
         if npos is not None and t.length > int(npos):
             raise InputError(f"the task's prompts are {t.length} tokens; the model takes {npos}")
-        described.update(describe(t, records, tok, config))
+        described.update(describe(t, records, tok, config), duplicates=dropped)
         if announce is not None:
             announce(config, t)
 
@@ -90,8 +94,9 @@ def split(task: Task, holdout: float) -> tuple[Task, Task]:
         return task, task
     n, out = task.n, held_out(task.n, holdout)
     if out.sum() < 2 or (~out).sum() < 2:
-        raise InputError(f"holding out {holdout:g} of {n} prompt pairs leaves fewer than 2 on "
-                         f"a side; give more pairs or holdout=0 (fit and score on all)")
+        raise InputError(f"holding out {holdout:g} of {n} distinct prompt pairs leaves fewer "
+                         f"than 2 on a side; give more pairs or holdout=0 (fit and score on "
+                         f"all, in-sample)")
 
     def take(m):
         return Task(task.clean[m], task.corrupted[m], task.answer[m], task.wrong[m],
@@ -113,7 +118,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       steps: int | None = None, prune_steps: int = prune.STEPS,
                       batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
-                      composition=None, progress: bool = False) -> dict:
+                      composition=None, progress: bool = False, force: bool = False) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring).
 
     The prompts split into a fit and a held-out part (:func:`split`, ``holdout``): edges
@@ -125,7 +130,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     edges patched exactly. ``progress``: a bar per pass over the prompts on stderr;
     ``composition``: a composition Dataset or its ``.nc`` file, whose rank, p and q of each
     head pair stand beside the head-to-head edges (:mod:`.weights`), read before the model.
-    ``steps``: the attribution's (every edge's ``score``)."""
+    ``steps``: the attribution's (every edge's ``score``). A task the model does not do is
+    refused first (:mod:`.behaviour`) unless ``force``."""
     top = check_int("top", top, 1, MAX_COUNT)
     points = check_int("points", points, 1, MAX_POINTS)
     steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
@@ -133,6 +139,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
     holdout = check_real("holdout", holdout, 0.0, MAX_HOLDOUT)
     prune_budget = check_int("prune_budget", prune_budget, 0, MAX_COUNT)
+    if not isinstance(force, bool):
+        raise InputError(f"force is True or False, got {force!r}")
     comp = None if composition is None else read_composition(composition)
     say = _stage if progress else (lambda text: None)
     say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
@@ -148,16 +156,21 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
+    seen = measure_behaviour(r)  # the model does the task, or it is refused here
+    say(behaviour_line(seen))
+    check_behaviour(seen, force)
     sc = Scorer(r if not holdout else Runner(tm, held_task, metric=metric,
                                              counterfactual=counterfactual, batch=batch,
                                              progress=progress))
+    held_seen = measure_behaviour(sc.runner) if holdout else seen  # the curve's denominator
     steps = default_steps(r.metric) if steps is None else steps
     n_edges = tm.graph.n_edges
     say(f"{n_edges:,} edges, {fit_task.n} pairs to rank them, {held_task.n} to score the "
-        f"circuit; counterfactual {counterfactual}")
+        f"circuit; counterfactual {counterfactual}" if holdout else
+        f"{n_edges:,} edges, the same {fit_task.n} pairs rank them and score the circuit "
+        f"(in-sample: --holdout 0); counterfactual {counterfactual}")
     score, se = attribute(r, steps=steps)
-    fit_sc = sc if not holdout else Scorer(r)
-    behaviour = fit_sc.full - fit_sc.empty
+    behaviour = seen["behaviour"]  # m(M) − m(∅) on the fit pairs
     verdicts = None
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
@@ -168,14 +181,14 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
                   "fraction": prune.FRACTION, "tail": prune.TAIL}
     else:
-        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour), say=say,
-                                   first=(score, se) if steps == prune_steps else None)
+        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour) or 1.0,
+                                   say=say, first=(score, se) if steps == prune_steps else None)
         key, patched = pr["key"], pr["order"][:min(top, n_edges)]
         eff, eff_se = patch_edges(r, patched)
         method = {"method": "pruning on integrated gradients", "rounds": pr["rounds"],
                   "keep": prune.KEEP, "steps": prune_steps, "tail": prune.TAIL}
     say("the faithfulness curve on the held-out pairs" if holdout else
-        "the faithfulness curve")
+        "the faithfulness curve on the fit pairs (in-sample)")
     cur = curve(sc, key, points=points)
     k = cur["smallest"] if cur["smallest"] is not None else n_edges
     kept = top_k(cur["order"], k, n_edges)
@@ -193,12 +206,14 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
             "steps": steps, "ranking_method": method, "top": top, "ranking": key,
-            "split": {"holdout": holdout, "fit": fit_task.n, "held_out": held_task.n},
+            "split": {"holdout": holdout, "fit": fit_task.n,
+                      "held_out": held_task.n if holdout else 0, "in_sample": not holdout},
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
             "verdicts": verdicts, "confirmed_in": confirmed_in,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
-            "output_losses": losses, "columns": columns, "input": described}
+            "output_losses": losses, "columns": columns, "input": described,
+            "behaviour": seen, "held_behaviour": held_seen}
 
 
 def _stage(text: str) -> None:

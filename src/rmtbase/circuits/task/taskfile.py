@@ -122,6 +122,23 @@ def check_task(task: Task) -> None:
     _distinct(task.n, len(set(rows)), task.name)
 
 
+def distinct_pairs(task: Task) -> tuple[Task, int]:
+    """``task`` with each repeated pair (the same four fields as an earlier one) dropped, and
+    how many were: a copy is no new evidence, so every statistic counts a pair once."""
+    seen, keep = set(), []
+    for i in range(task.n):
+        key = (task.clean[i].tobytes(), task.corrupted[i].tobytes(),
+               np.asarray(task.answer[i]).tobytes(), np.asarray(task.wrong[i]).tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    if len(keep) == task.n:
+        return task, 0
+    k = np.asarray(keep)
+    return Task(task.clean[k], task.corrupted[k], task.answer[k], task.wrong[k], task.name,
+                task.source), task.n - len(keep)
+
+
 def check_size(pairs: int, tokens: int, name: str, bound: str = "") -> None:
     """One line before any work where ``pairs`` × ``tokens`` exceeds
     :data:`~rmtbase.limits.MAX_TASK_TOKENS` (``bound``: how ``tokens`` is known, e.g.
@@ -272,5 +289,6 @@ def write_task(task: Task, path) -> Path:
     return p
 
 
-__all__ = ["FIELDS", "Task", "check_size", "check_task", "encode_prompt", "induction_task",
-           "needs_tokenizer", "read_records", "read_task", "tokenise", "write_task"]
+__all__ = ["FIELDS", "Task", "check_size", "check_task", "distinct_pairs", "encode_prompt",
+           "induction_task", "needs_tokenizer", "read_records", "read_task", "tokenise",
+           "write_task"]
