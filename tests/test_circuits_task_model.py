@@ -429,7 +429,7 @@ def test_the_attribution_bar_moves_with_every_gradient_run(monkeypatch):
 
 def test_an_interrupted_run_keeps_what_it_printed(tmp_path):
     """SIGINT during the search (held in a slowed attribution): exit 130, the lines said
-    before it (the input, the model's behaviour) still on stderr, no folder."""
+    before it (the input, the model's behaviour, the threads) still on stderr, no folder."""
     import os
     import signal
     import subprocess
@@ -459,7 +459,50 @@ def test_an_interrupted_run_keeps_what_it_printed(tmp_path):
                 break
         said += p.stderr.read().splitlines()  # the same buffered reader: nothing skipped
     assert p.wait(timeout=120) == 130, said
-    for words in ("input: token ids as given", "fit pairs: full model"):
+    for words in ("input: token ids as given", "fit pairs: full model", "torch threads: 1"):
         assert any(words in x for x in said), (words, said)
     assert said[-1].endswith("interrupted") and not out.exists()
 
+
+# --- the thread policy --------------------------------------------------------------------
+def test_the_thread_policy(monkeypatch):
+    """``--threads`` first, then the user's OMP_NUM_THREADS (torch's count kept), then one
+    thread per PER_THREAD block parameters rounded up, at most the usable cores and torch's
+    count; the machine's load plays no part."""
+    from rmtbase.probe import threads as T
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert T.choose(2, 10**10, 8) == (2, "--threads")
+    assert T.choose(None, 10**10, 3) == (3, "OMP_NUM_THREADS")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(T, "usable_cores", lambda: 8)
+    n = T.PER_THREAD
+    assert [T.choose(None, p, 8)[0] for p in (0, 1000, n, n + 1, 3 * n, 100 * n)] == \
+        [1, 1, 1, 2, 3, 8]
+    assert T.choose(None, 100 * n, 4)[0] == 4  # torch's own count caps it
+    monkeypatch.setattr(T, "usable_cores", lambda: 2)
+    assert T.choose(None, 100 * n, 8) == (2, f"{100 * n:,} block parameters, one thread "
+                                             f"per {n:,}")
+
+
+def test_one_thread_keeps_the_count_the_policy_chose():
+    from rmtbase.probe.threads import fit_threads, one_thread, torch_threads
+
+    before = torch.get_num_threads()
+    with torch_threads(2):
+        assert fit_threads(10) == {"torch": 2, "why": "--threads"}
+        with one_thread():
+            assert torch.get_num_threads() == 2
+        with torch_threads() as inner:  # a block inside takes the outer count
+            inner.fit(10)
+            assert inner.count == 2
+    assert torch.get_num_threads() == before and fit_threads(10) is None
+    with pytest.raises(RuntimeError, match="inside"):
+        with torch_threads(3):
+            fit_threads(10)
+            raise RuntimeError("inside")
+    assert torch.get_num_threads() == before and fit_threads(10) is None
+    with one_thread():
+        assert torch.get_num_threads() == 1
+    with pytest.raises(InputError, match="threads is a positive integer"):
+        torch_threads(0)

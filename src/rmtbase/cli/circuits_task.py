@@ -50,6 +50,10 @@ def add_options(p) -> None:
                    help="with --task: fraction of the prompt pairs held out; the edges are "
                         "ranked on the others and the circuit scored on these (default 0.5; "
                         "0: rank and score on all, in-sample)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch's threads for the forward passes (both modes; default: your "
+                        "OMP_NUM_THREADS if set, else one per 200M block parameters, at "
+                        "most the cores)")
     p.add_argument("--force", action="store_true", default=None,
                    help="with --task: search even where the model does not do the task (its "
                         "full model not above the empty graph by 3 se, or the answer beating "
@@ -111,7 +115,8 @@ def run(args) -> int:
 
         read_circuit_file(args.evaluate)  # a bad circuit file is refused before the model
         res = search.evaluate(args.model, args.task, args.evaluate, metric=args.metric,
-                              counterfactual=args.counterfactual, progress=not args.quiet)
+                              counterfactual=args.counterfactual, progress=not args.quiet,
+                              threads=args.threads)
         print(_json(evaluate_document(res, args.metric)))
         return 0
     if args.out is None:
@@ -123,7 +128,8 @@ def run(args) -> int:
     res = search.find_task_circuit(args.model, args.task, metric=args.metric,
                                    counterfactual=args.counterfactual, top=args.top,
                                    holdout=args.holdout, composition=getattr(args, "composition", None),
-                                   progress=not args.quiet, force=bool(args.force))
+                                   progress=not args.quiet, force=bool(args.force),
+                                   threads=args.threads)
     s = search.summary(res)
 
     def report(folder):

@@ -32,7 +32,7 @@ def summary(res: dict) -> dict:
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
             "confirmation": confirmation(res["verdicts"], len(res["exact"]),
                                          res["confirmed_in"], res["split"]["fit"]),
-            "weights_screen": bool(res.get("columns")),
+            "weights_screen": bool(res.get("columns")), "threads": res.get("threads"),
             "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
             "curve_area": cur["area"], "curve_peak": peak(cur),
             "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},

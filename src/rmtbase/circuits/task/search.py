@@ -18,6 +18,7 @@ from ...checks import check_int, check_real
 from ...errors import InputError
 from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
+from ...probe.threads import fit_threads, in_torch_threads
 from ..core.attribution import attribute, default_steps
 from ..core.counterfactual import DEFAULT_TASK
 from ..core.exact import patch_edges
@@ -113,12 +114,14 @@ def held_out(n: int, holdout: float) -> np.ndarray:
 
 
 @gives_heap_back
+@in_torch_threads
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = DEFAULT_TASK, top: int = 20, points: int = 24,
                       steps: int | None = None, prune_steps: int = prune.STEPS,
                       batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
-                      composition=None, progress: bool = False, force: bool = False) -> dict:
+                      composition=None, progress: bool = False, force: bool = False,
+                      threads: int | None = None) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring).
 
     The prompts split into a fit and a held-out part (:func:`split`, ``holdout``): edges
@@ -131,7 +134,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     ``composition``: a composition Dataset or its ``.nc`` file, whose rank, p and q of each
     head pair stand beside the head-to-head edges (:mod:`.weights`), read before the model.
     ``steps``: the attribution's (every edge's ``score``). A task the model does not do is
-    refused first (:mod:`.behaviour`) unless ``force``."""
+    refused first (:mod:`.behaviour`) unless ``force``. ``threads``: torch's threads (None:
+    the tool's policy, :mod:`rmtbase.probe.threads`)."""
     top = check_int("top", top, 1, MAX_COUNT)
     points = check_int("points", points, 1, MAX_POINTS)
     steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
@@ -152,6 +156,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
 
     tm, t, name, described = load_described(model, task, announce if progress else None)
     say(input_line(described))
+    threads_used = fit_threads(tm.hm.layers)
+    say(f"torch threads: {threads_used['torch']} ({threads_used['why']})")
     fit_task, held_task = split(t, holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
@@ -213,7 +219,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "verdicts": verdicts, "confirmed_in": confirmed_in,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
             "output_losses": losses, "columns": columns, "input": described,
-            "behaviour": seen, "held_behaviour": held_seen}
+            "behaviour": seen, "held_behaviour": held_seen, "threads": threads_used}
 
 
 def _stage(text: str) -> None:
@@ -224,15 +230,18 @@ def _stage(text: str) -> None:
 
 
 @gives_heap_back
+@in_torch_threads
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
              counterfactual: str = DEFAULT_TASK, batch: int | None = None,
-             progress: bool = False) -> dict:
+             progress: bool = False, threads: int | None = None) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`..core.faithfulness.evaluate_kept`):
-    ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
+    ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool;
+    ``threads`` as :func:`find_task_circuit`'s."""
     from .export import read_circuit
 
     batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
     tm, t, name, described = load_described(model, task)
+    fit_threads(tm.hm.layers)
     kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
         np.asarray(edges, dtype=bool)
     sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
