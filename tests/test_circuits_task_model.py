@@ -234,7 +234,7 @@ def test_the_behaviour_is_transformers_full_and_corrupted_logits():
     for k, v in want.items():  # float64 weights; the graph forward sums in another order
         assert b[k] == pytest.approx(v, rel=1e-7, abs=1e-9), k
     assert b["wins"] == 0 and b["behaviour"] < 0  # the model prefers "wrong" on every pair
-    assert "on 0 of" in failure(b) and "is not above the empty graph's" in failure(b)
+    assert "on 0 of" in failure(b) and "not 3 se above 0" in failure(b)
 
 
 def test_a_task_the_model_does_not_do_is_refused_before_any_search(monkeypatch):
@@ -254,9 +254,9 @@ def test_a_task_the_model_does_not_do_is_refused_before_any_search(monkeypatch):
     with monkeypatch.context() as mp:
         mp.setattr(search, "attribute", never)
         mp.setattr(search, "Scorer", never)
-        with pytest.raises(InputError, match=r"does not do this task on its \d+ fit pairs: "
-                                             r"the full model's logit_diff .* on 0 of \d+; "
-                                             r".*--force") as e:
+        with pytest.raises(InputError, match=r"does not do this task on \d+ fit pairs: "
+                                             r"logit_diff full − empty .* on 0 of \d+; "
+                                             r"--force") as e:
             find_task_circuit(net, _swapped(t))
     assert "\n" not in str(e.value)
     res = find_task_circuit(net, _swapped(t), top=3, force=True)
@@ -266,6 +266,28 @@ def test_a_task_the_model_does_not_do_is_refused_before_any_search(monkeypatch):
     assert lines[2].startswith("on the ") and lines[2].endswith("(searched with --force)")
     with pytest.raises(InputError, match="force is True or False"):
         find_task_circuit(net, t, force="yes")
+
+
+def test_every_line_the_search_says_fits_200_characters(capsys):
+    """The refusal's error line at extreme numbers and a long stage line: ≤ 200 characters a
+    row, the stage line wrapped (rows after the first indented), no word lost."""
+    from rmtbase.circuits.task.behaviour import check
+    from rmtbase.circuits.task.search import _stage
+
+    for metric in ("logit_diff", "kl", "logprob"):
+        b = {"pairs": 10**6, "metric": metric, "full": -5.41e3, "full_se": 2.6e3,
+             "empty": 1.91e3, "empty_se": 2.6e3, "behaviour": -7.32e3 if metric != "kl" else
+             7.32e3, "behaviour_se": 2.6e3, "wins": 0}
+        with pytest.raises(InputError, match="not 3 se (above|below) 0; answer beats") as e:
+            check(b)
+        said = "rmtbase: error: " + str(e.value).removeprefix("rmtbase: ")
+        assert "\n" not in said and len(said) <= 200, (len(said), said)
+    words = " ".join(f"word{i}" for i in range(100))
+    _stage(words)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) > 1 and all(len(x) <= 200 for x in err), err
+    assert all(x.startswith("  ") for x in err[1:])
+    assert " ".join(x.strip() for x in err) == f"rmtbase circuits --task: {words}"
 
 
 def test_the_command_refuses_it_in_one_line_and_writes_nothing(tmp_path, capsys):
@@ -281,6 +303,7 @@ def test_the_command_refuses_it_in_one_line_and_writes_nothing(tmp_path, capsys)
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("rmtbase: error: the model does not do this task")
+    assert all(len(x) <= 200 for x in err), err
     assert any(x.startswith("rmtbase circuits --task: on the ") for x in err)  # said first
     assert not out.exists()
     assert main(["circuits", str(tmp_path / "m"), "--force", "--out", str(out)]) == 2
@@ -288,6 +311,8 @@ def test_the_command_refuses_it_in_one_line_and_writes_nothing(tmp_path, capsys)
     assert main(["circuits", str(tmp_path / "m"), "--task", str(tmp_path / "t.jsonl"),
                  "--out", str(out), "--force", "--top", "2", "--quiet"]) == 0
     assert (out / "summary.json").is_file()
+    said = (out / "summary.txt").read_text("utf-8").splitlines() + capsys.readouterr().err.splitlines()
+    assert all(len(x) <= 200 for x in said), max(said, key=len)
 
 
 # --- pairs counted honestly ---------------------------------------------------------------

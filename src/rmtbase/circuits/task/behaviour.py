@@ -34,17 +34,16 @@ def measure(runner) -> dict:
 
 
 def failure(b: dict) -> str | None:
-    """Why :func:`measure`'s ``b`` is refused, or None."""
+    """Why :func:`measure`'s ``b`` is refused, or None; short, so that the error line stays
+    within 200 characters (the full and empty metrics are on the screen's line before it)."""
     better = -1.0 if b["metric"] == "kl" else 1.0
     why = []
     if not better * b["behaviour"] >= MIN_SE * b["behaviour_se"] or b["behaviour"] == 0:
         side = "below" if better < 0 else "above"
-        why.append(f"the full model's {b['metric']} {b['full']:.3g} ± {b['full_se']:.2g} is not "
-                   f"{side} the empty graph's {b['empty']:.3g} ± {b['empty_se']:.2g} by "
-                   f"{MIN_SE:g} se (difference {b['behaviour']:+.3g} ± "
-                   f"{b['behaviour_se']:.2g})")
+        why.append(f"{b['metric']} full − empty {b['behaviour']:+.3g} ± {b['behaviour_se']:.2g}, "
+                   f"not {MIN_SE:g} se {side} 0")
     if not 2 * b["wins"] > b["pairs"]:
-        why.append(f"the answer beats the wrong token on {b['wins']} of {b['pairs']}")
+        why.append(f"answer beats wrong on {b['wins']} of {b['pairs']}")
     return "; ".join(why) or None
 
 
@@ -52,8 +51,8 @@ def check(b: dict, force: bool = False) -> None:
     """InputError in one line where :func:`failure` names a reason and not ``force``."""
     why = failure(b)
     if why is not None and not force:
-        raise InputError(f"the model does not do this task on its {b['pairs']} fit pairs: {why}; "
-                         f"check answer and wrong, or search anyway with --force (force=True)")
+        raise InputError(f"the model does not do this task on {b['pairs']} fit pairs: {why}; "
+                         f"--force searches anyway")
 
 
 def line(b: dict) -> str:

@@ -223,10 +223,11 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
 
 
 def _stage(text: str) -> None:
-    """A stage's line on stderr, ``rmtbase circuits --task: …`` (what a heartbeat names)."""
-    from ...progress import message
+    """A stage's line on stderr, ``rmtbase circuits --task: …`` (what a heartbeat names),
+    wrapped within 200 characters (:func:`rmtbase.progress.stage`)."""
+    from ...progress import stage
 
-    message(f"{KIND}: {text}")
+    stage(KIND, text)
 
 
 @gives_heap_back
