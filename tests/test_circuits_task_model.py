@@ -309,9 +309,11 @@ def test_the_command_refuses_it_in_one_line_and_writes_nothing(tmp_path, capsys)
     assert main(["circuits", str(tmp_path / "m"), "--force", "--out", str(out)]) == 2
     assert "--force needs --task" in capsys.readouterr().err
     assert main(["circuits", str(tmp_path / "m"), "--task", str(tmp_path / "t.jsonl"),
-                 "--out", str(out), "--force", "--top", "2", "--quiet"]) == 0
-    assert (out / "summary.json").is_file()
-    said = (out / "summary.txt").read_text("utf-8").splitlines() + capsys.readouterr().err.splitlines()
+                 "--out", str(out), "--force", "--top", "2", "--quiet", "--threads", "1"]) == 0
+    threads = json.loads((out / "summary.json").read_text("utf-8"))["threads"]
+    assert threads == {"torch": 1, "why": "--threads"}
+    said = [*(out / "summary.txt").read_text("utf-8").splitlines(),
+            *capsys.readouterr().err.splitlines()]
     assert all(len(x) <= 200 for x in said), max(said, key=len)
 
 

@@ -110,12 +110,13 @@ class one_thread:
 
 
 def in_torch_threads(fn):
-    """``fn`` run inside a :class:`torch_threads` block of its ``threads`` keyword."""
+    """``fn`` with a keyword ``threads`` (None, the default: the policy) taken off and run
+    inside a :class:`torch_threads` block of it."""
     import functools
 
     @functools.wraps(fn)
-    def run(*args, **kwargs):
-        with torch_threads(kwargs.get("threads")):
+    def run(*args, threads: int | None = None, **kwargs):
+        with torch_threads(threads):
             return fn(*args, **kwargs)
     return run
 

@@ -128,10 +128,8 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     chances, counts = {}, {}
     for n, r in runs.items():
         chances[n], counts[n] = chance_levels(r.seqs)
-    if runs:
-        labels = label_across(probes, chances, counts, threshold=opts.threshold)
-    else:
-        labels = _no_labels(hm)
+    labels = label_across(probes, chances, counts, threshold=opts.threshold) if runs else \
+        _no_labels(hm)
     recv = (F.receivers(labels, sinks=opts.sinks) if opts.receivers is None
             else _explicit(opts.receivers, labels))
     if opts.layers is not None:

@@ -40,8 +40,8 @@ def failure(b: dict) -> str | None:
     why = []
     if not better * b["behaviour"] >= MIN_SE * b["behaviour_se"] or b["behaviour"] == 0:
         side = "below" if better < 0 else "above"
-        why.append(f"{b['metric']} full − empty {b['behaviour']:+.3g} ± {b['behaviour_se']:.2g}, "
-                   f"not {MIN_SE:g} se {side} 0")
+        why.append(f"{b['metric']} full − empty {b['behaviour']:+.3g} ± "
+                   f"{b['behaviour_se']:.2g}, not {MIN_SE:g} se {side} 0")
     if not 2 * b["wins"] > b["pairs"]:
         why.append(f"answer beats wrong on {b['wins']} of {b['pairs']}")
     return "; ".join(why) or None

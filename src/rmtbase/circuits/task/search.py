@@ -10,6 +10,7 @@ beyond the budget the reported circuit's top edges, each in its circuit's contex
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -120,8 +121,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       steps: int | None = None, prune_steps: int = prune.STEPS,
                       batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
-                      composition=None, progress: bool = False, force: bool = False,
-                      threads: int | None = None) -> dict:
+                      composition=None, progress: bool = False, force: bool = False) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring).
 
     The prompts split into a fit and a held-out part (:func:`split`, ``holdout``): edges
@@ -134,8 +134,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     ``composition``: a composition Dataset or its ``.nc`` file, whose rank, p and q of each
     head pair stand beside the head-to-head edges (:mod:`.weights`), read before the model.
     ``steps``: the attribution's (every edge's ``score``). A task the model does not do is
-    refused first (:mod:`.behaviour`) unless ``force``. ``threads``: torch's threads (None:
-    the tool's policy, :mod:`rmtbase.probe.threads`)."""
+    refused first (:mod:`.behaviour`) unless ``force``; ``threads=``:
+    :mod:`rmtbase.probe.threads`."""
     top = check_int("top", top, 1, MAX_COUNT)
     points = check_int("points", points, 1, MAX_POINTS)
     steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
@@ -147,37 +147,22 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         raise InputError(f"force is True or False, got {force!r}")
     comp = None if composition is None else read_composition(composition)
     say = _stage if progress else (lambda text: None)
-    say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
-
-    def announce(config, t):  # the plan's size, before the weights are read where it can
-        fit = t.n - int(held_out(t.n, holdout).sum())
-        say(prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit,
-                            budget=prune_budget, top=top, steps=prune_steps))
-
-    tm, t, name, described = load_described(model, task, announce if progress else None)
-    say(input_line(described))
-    threads_used = fit_threads(tm.hm.layers)
-    say(f"torch threads: {threads_used['torch']} ({threads_used['why']})")
+    plan = partial(_plan, holdout=holdout, budget=prune_budget, top=top, steps=prune_steps)
+    tm, t, name, described, threads_used = _read(model, task, plan, say, progress)
     fit_task, held_task = split(t, holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
-    seen = measure_behaviour(r)  # the model does the task, or it is refused here
-    say(behaviour_line(seen))
-    check_behaviour(seen, force)
+    seen = _behaviour(r, force, say)  # the model does the task, or it is refused here
     sc = Scorer(r if not holdout else Runner(tm, held_task, metric=metric,
                                              counterfactual=counterfactual, batch=batch,
                                              progress=progress))
     held_seen = measure_behaviour(sc.runner) if holdout else seen  # the curve's denominator
     steps = default_steps(r.metric) if steps is None else steps
     n_edges = tm.graph.n_edges
-    say(f"{n_edges:,} edges, {fit_task.n} pairs to rank them, {held_task.n} to score the "
-        f"circuit; counterfactual {counterfactual}" if holdout else
-        f"{n_edges:,} edges, the same {fit_task.n} pairs rank them and score the circuit "
-        f"(in-sample: --holdout 0); counterfactual {counterfactual}")
+    say(_split_line(n_edges, fit_task.n, held_task.n if holdout else 0, counterfactual))
     score, se = attribute(r, steps=steps)
-    behaviour = seen["behaviour"]  # m(M) − m(∅) on the fit pairs
-    verdicts = None
+    behaviour, verdicts = seen["behaviour"], None  # m(M) − m(∅) on the fit pairs
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
         pr = prune.prune(r, say=say, stop=stop_rule(behaviour, fit_task.n), behaviour=behaviour)
@@ -206,8 +191,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         d, d_se = (eff[:tested.size], eff_se[:tested.size]) if kept.all() else \
             patch_edges(r, tested, within=kept)
         verdicts, confirmed_in = confirm_within(r, kept, tested, d, d_se, behaviour), "reported"
-    confirmed = tm.graph.empty()
-    confirmed[[e for e, v in verdicts.items() if v["confirmed"]]] = True
+    confirmed = np.isin(np.arange(n_edges), [e for e, v in verdicts.items() if v["confirmed"]])
     ev_confirmed = evaluate_kept(sc, confirmed)
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
@@ -222,6 +206,45 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "behaviour": seen, "held_behaviour": held_seen, "threads": threads_used}
 
 
+def _plan(config, t, *, holdout: float, budget: int, top: int, steps: int) -> str:
+    """The pruning plan's line (:func:`.prune.plan_line`), from the config before the weights
+    are read where they can be."""
+    fit = t.n - int(held_out(t.n, holdout).sum())
+    return prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit, budget=budget,
+                           top=top, steps=steps)
+
+
+def _read(model, task, plan, say, progress: bool) -> tuple:
+    """:func:`load_described`'s four and the threads chosen (:func:`~rmtbase.probe.threads
+    .fit_threads`), said as they come: ``plan(config, task)``'s line once the task is read
+    (``progress`` only), the input, the threads."""
+    say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
+    tm, t, name, described = load_described(
+        model, task, (lambda config, t: say(plan(config, t))) if progress else None)
+    say(input_line(described))
+    threads = fit_threads(tm.hm.layers)
+    say(f"torch threads: {threads['torch']} ({threads['why']})")
+    return tm, t, name, described, threads
+
+
+def _behaviour(runner, force: bool, say) -> dict:
+    """:func:`.behaviour.measure` on ``runner``'s pairs, said, and refused unless ``force``."""
+    seen = measure_behaviour(runner)
+    say(behaviour_line(seen))
+    check_behaviour(seen, force)
+    return seen
+
+
+def _split_line(n_edges: int, fit: int, held: int, counterfactual: str) -> str:
+    """The line saying which pairs rank the edges and which score the circuit (``held`` 0:
+    the same, in-sample)."""
+    if held:
+        return (f"{n_edges:,} edges, {fit} pairs to rank them, {held} to score the circuit; "
+                f"counterfactual {counterfactual}")
+    return (f"{n_edges:,} edges, the same {fit} pairs rank them and score the circuit "
+            f"(in-sample: --holdout 0); counterfactual {counterfactual}")
+
+
 def _stage(text: str) -> None:
     """A stage's line on stderr, ``rmtbase circuits --task: …`` (what a heartbeat names),
     wrapped within 200 characters (:func:`rmtbase.progress.stage`)."""
@@ -234,7 +257,7 @@ def _stage(text: str) -> None:
 @in_torch_threads
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
              counterfactual: str = DEFAULT_TASK, batch: int | None = None,
-             progress: bool = False, threads: int | None = None) -> dict:
+             progress: bool = False) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`..core.faithfulness.evaluate_kept`):
     ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool;
     ``threads`` as :func:`find_task_circuit`'s."""
