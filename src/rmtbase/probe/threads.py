@@ -1,13 +1,8 @@
 """torch's intra-op threads for rmtbase's forward passes: :class:`torch_threads` (the tool's
-policy) and :class:`one_thread`.
-
-torch starts one OpenMP thread per core, and on a busy machine they spin waiting for each other,
-multiplying the CPU a command takes; on a shared CPU one thread was faster for every forward
-pass measured (docs/performance.md). The policy (:func:`choose`)
-is deterministic, a function of its inputs and never of the machine's momentary load: a count
-you give (``--threads``, ``threads=``) first; else your own ``OMP_NUM_THREADS``, left to torch;
-else one thread per :data:`PER_THREAD` parameters in the model's blocks (rounded up), at most
-the usable cores and torch's own count — one thread for every model up to that size."""
+policy) and :class:`one_thread`. torch's one thread per core spin on a busy machine and multiply
+the CPU. The policy (:func:`choose`) never reads the machine's load: ``--threads`` (``threads=``)
+first; else your ``OMP_NUM_THREADS``, left to torch; else one thread per :data:`PER_THREAD`
+parameters in the model's blocks (rounded up), at most the usable cores and torch's count."""
 
 from __future__ import annotations
 
@@ -110,8 +105,7 @@ class one_thread:
 
 
 def in_torch_threads(fn):
-    """``fn`` with a keyword ``threads`` (None, the default: the policy) taken off and run
-    inside a :class:`torch_threads` block of it."""
+    """``fn`` run in a :class:`torch_threads` block of its keyword ``threads`` (taken off)."""
     import functools
 
     @functools.wraps(fn)

@@ -207,17 +207,14 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
 
 
 def _plan(config, t, *, holdout: float, budget: int, top: int, steps: int) -> str:
-    """The pruning plan's line (:func:`.prune.plan_line`), from the config before the weights
-    are read where they can be."""
+    """The pruning plan's line (:func:`.prune.plan_line`) from the config, before the weights."""
     fit = t.n - int(held_out(t.n, holdout).sum())
     return prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit, budget=budget,
                            top=top, steps=steps)
 
 
 def _read(model, task, plan, say, progress: bool) -> tuple:
-    """:func:`load_described`'s four and the threads chosen (:func:`~rmtbase.probe.threads
-    .fit_threads`), said as they come: ``plan(config, task)``'s line once the task is read
-    (``progress`` only), the input, the threads."""
+    """:func:`load_described`'s four and the threads chosen, each said (``plan``'s line too)."""
     say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
     tm, t, name, described = load_described(
         model, task, (lambda config, t: say(plan(config, t))) if progress else None)
@@ -236,8 +233,7 @@ def _behaviour(runner, force: bool, say) -> dict:
 
 
 def _split_line(n_edges: int, fit: int, held: int, counterfactual: str) -> str:
-    """The line saying which pairs rank the edges and which score the circuit (``held`` 0:
-    the same, in-sample)."""
+    """Which pairs rank the edges and which score the circuit (``held`` 0: in-sample)."""
     if held:
         return (f"{n_edges:,} edges, {fit} pairs to rank them, {held} to score the circuit; "
                 f"counterfactual {counterfactual}")
