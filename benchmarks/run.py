@@ -63,7 +63,9 @@ BENCHMARKS = {
     "task_circuits": Benchmark(
         "task_circuits", "A task's circuit",
         "rmtbase circuits --task on SmolLM2's GGUF, 64 IOI prompts: CPU per stage, peak RSS; "
-        "the faithfulness area and smallest 0.8 circuit beside EAP's and EAP-IG's rankings"),
+        "the faithfulness area and smallest 0.8 circuit beside EAP's and EAP-IG's rankings; "
+        "--busy N: the command's process CPU beside N busy processes, OMP_NUM_THREADS=1 "
+        "against the default environment (the thread policy)"),
     "task_zoo": Benchmark(
         "task_zoo", "A task's circuit",
         "a trained induction model (262 edges), two corruptions: rmtbase's ranking beside "

@@ -41,6 +41,18 @@ interpreter of a separate venv holding auto-circuit and tracr (docs/performance.
 set installs); rmtbase never imports them.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py --tracr peers/bin/python
+
+``--busy N``: instead, torch's threads on a busy machine (:func:`busy_main`): the command
+``rmtbase circuits MODEL --task FILE`` beside ``N`` processes spinning on the CPU (``python -c
+'while 1: pass'``), each run a fresh process, its process CPU the child's ``getrusage``, in
+three environments: ``single`` (``OMP_NUM_THREADS=1``), ``default`` (as it comes: the tool's
+thread policy, :mod:`rmtbase.probe.threads`) and ``torch`` (``--threads`` at torch's own
+count, one per core: the command before it had a policy). The figure: ``default / single``
+(aim ≤ 1.5). Model: ``--model`` or the trained zoo model ``3x4d64``
+(:func:`rmtbase.studies._mlp_induction.trained_folder`, cached after its first training); task:
+the shipped ``--task`` (default ``induction``)'s first ``--prompts`` pairs.
+
+    .venv/bin/python benchmarks/task_circuits.py --busy 3 --task induction --prompts 16
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ import importlib.util
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -367,6 +380,73 @@ def _auto_circuit(args, tm, task, sc, score, curve) -> dict:
     return out
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_once(model: str, task: Path, env: dict, extra: list, out: Path) -> dict:
+    """One command in a fresh process: its CPU-s (the child's), wall s and exit status."""
+    cmd = [sys.executable, "-m", "rmtbase", "circuits", model, "--task", str(task), "--out",
+           str(out), "--overwrite", "--quiet", "--no-figures", "--force", *extra]
+    c0, t0 = _cpu(), time.perf_counter()
+    rc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode
+    return {"cpu_s": _cpu() - c0, "wall_s": time.perf_counter() - t0, "rc": rc}
+
+
+def busy(n: int) -> list:
+    """``n`` processes spinning on the CPU (ended by their id by the caller)."""
+    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(n)]
+
+
+def busy_main(args) -> int:
+    """``--busy``: the thread benchmark (module docstring); prints one line per run, the
+    ratio, and with ``--json`` the document."""
+    import tempfile
+
+    import torch
+
+    from rmtbase.circuits.task.templates import shipped_path
+
+    model = args.model
+    if model is None:
+        from rmtbase.studies._mlp_induction import trained_folder
+
+        model = str(trained_folder("3x4d64", 0))
+    task_name = "induction" if args.task == "ioi" and args.model is None else args.task
+    tmp = Path(tempfile.mkdtemp(prefix="rmtbase-threads-"))
+    task = tmp / "task.jsonl"
+    lines = shipped_path(task_name).read_text("utf-8").splitlines()
+    task.write_text("\n".join(lines[:args.prompts]) + "\n")
+    base = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    cores = torch.get_num_threads()
+    runs = {"single": ({**base, "OMP_NUM_THREADS": "1"}, []), "default": (base, []),
+            "torch": (base, ["--threads", str(cores)])}
+    got = {}
+    for name, (env, extra) in runs.items():
+        spin = busy(args.busy)
+        try:
+            time.sleep(2.0)  # the spinners running before the command starts
+            got[name] = run_once(model, task, env, extra, tmp / name)
+        finally:
+            for sp in spin:
+                sp.terminate()
+                sp.wait()
+        print(f"{name:>8}: {got[name]['cpu_s']:7.1f} CPU-s, {got[name]['wall_s']:7.1f} s "
+              f"wall (exit {got[name]['rc']})", flush=True)
+    ratio = got["default"]["cpu_s"] / got["single"]["cpu_s"]
+    print(f"default / single process CPU: {ratio:.2f} (aim <= 1.5); torch's {cores} threads "
+          f"/ single: {got['torch']['cpu_s'] / got['single']['cpu_s']:.2f}; beside "
+          f"{args.busy} busy processes on {os.cpu_count()} cores, {task_name} x "
+          f"{args.prompts}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": got, "ratio": ratio, "busy": args.busy,
+                                               "cores": os.cpu_count(), "model": model,
+                                               "task": task_name, "pairs": args.prompts},
+                                              indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=int, default=64)
@@ -385,9 +465,14 @@ def main(argv=None) -> int:
     p.add_argument("--peers", metavar="PYTHON", default=None,
                    help="also auto-circuit's own EAP and EAP-IG (--ig-steps samples), in "
                         "PYTHON's venv, on rmtbase's curve")
+    p.add_argument("--busy", type=int, default=None, metavar="N",
+                   help="the thread benchmark beside N busy processes instead")
+    p.add_argument("--model", default=None, help="--busy's model (default the zoo's 3x4d64)")
     args = p.parse_args(argv)
     if args.tracr:
         return tracr_main(args)
+    if args.busy is not None:
+        return busy_main(args)
 
     from rmtbase.circuits.core.attribution import attribute
     from rmtbase.circuits.core.exact import patch_edges

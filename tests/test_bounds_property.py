@@ -297,6 +297,7 @@ def api():
         for module, name in ((models, "model_info"), (models, "load_heads"),
                              (cache, "null_table"), (cmodel, "load_model"),
                              (comp_run, "_layers"), (task_search, "load"),
+                             (task_search, "load_described"),
                              (task_search, "read_composition"), (null_mod, "_run")):
             mp.setattr(module, name, work)
         yield calls

@@ -99,13 +99,15 @@ def test_text_task_tokenised_with_the_models_tokenizer(tmp_path):
                  + json.dumps({"clean": "a good man", "corrupted": "a single man",
                                "answer": "wife", "wrong": "man"}) + "\n")
     t = read_task(p, tok)
-    ids = tok("a single man", add_special_tokens=False)["input_ids"]
+    ids = tok("a single man")["input_ids"]  # the tokenizer's default: its BOS <s> first
+    assert ids[0] == tok.bos_token_id and ids[1:] == tok("a single man",
+                                                         add_special_tokens=False)["input_ids"]
     assert t.clean.tolist()[0] == ids and t.answer[0] == tok.convert_tokens_to_ids("wife")
     p.write_text(json.dumps({"clean": "a single man", "corrupted": "a man",
                              "answer": "wife", "wrong": "man"}) + "\n"
                  + json.dumps({"clean": "a good man", "corrupted": "a single man",
                                "answer": "wife", "wrong": "man"}) + "\n")
-    with pytest.raises(InputError, match="clean is 3 tokens and corrupted 2"):
+    with pytest.raises(InputError, match="clean is 4 tokens and corrupted 3"):
         read_task(p, tok)
     p.write_text(json.dumps({"clean": "a man", "corrupted": "a good",
                              "answer": "a wife", "wrong": "man"}) + "\n"
@@ -800,7 +802,7 @@ def test_formats_read_back_and_by_networkx(tmp_path):
         node, _, x = r.partition("<")
         want.append((s, node, x.rstrip(">"), round(float(score[i]), 9)))
     assert got == sorted(want)
-    arrows = re.findall(r'"([^"]+)" -> "([^"]+)" \[label="(\w?) ?[-\d.e]+"',
+    arrows = re.findall(r'"([^"]+)" -> "([^"]+)" \[label="(\w?) ?attr [-+\d.e]+"',
                         dot(g, kept, score))
     assert sorted(arrows) == sorted(w[:3] for w in want)
 
@@ -815,8 +817,8 @@ def test_command_end_to_end(tmp_path, capsys):
     from rmtbase.circuits.task.taskfile import write_task
 
     write_task(_task(n=4), task)
-    assert main(["circuits", str(folder), "--task", str(task), "--out", str(out),
-                 "--top", "3", "--json", "--quiet"]) == 0
+    assert main(["circuits", str(folder), "--task", str(task), "--out", str(out),  # a random
+                 "--top", "3", "--json", "--quiet", "--force"]) == 0  # model: no behaviour
     doc = json.loads(capsys.readouterr().out)
     assert next(iter(doc)) == "schema" and doc["schema"] == "rmtbase.circuits.task/1"
     names = sorted(p.name for p in out.iterdir())
@@ -840,15 +842,18 @@ def test_command_end_to_end(tmp_path, capsys):
     assert doc["circuit"] == s["circuit"]
     # summary.txt: the counterfactual named first, the losses and every listed edge
     text = (out / "summary.txt").read_text("utf-8").splitlines()
-    assert "counterfactual corrupted" in text[0] and text[3].startswith("output loss: clean ")
-    assert [t.split()[0] for t in text[4:]] == [e["edge"] for e in s["top_edges"]]
+    assert "counterfactual corrupted" in text[0] and text[1].startswith("input: token ids as")
+    assert text[2].startswith("on the 2 fit pairs: full model ") and text[4].startswith("circ")
+    at = 5 + len(s["notes"])  # what looks wrong, said under the circuit
+    assert text[5:at] == s["notes"] and text[at].startswith("output loss: clean ")
+    assert [t.split()[0] for t in text[at + 1:]] == [e["edge"] for e in s["top_edges"]]
     assert set(s["output_losses"]) == {"unit", "clean", "circuit_only", "circuit_removed",
                                        "all_removed"}
     assert "output loss" in page and "faithfulness" in page
     assert len(s["top_edges"]) == 3 and s["n_edges"] == Graph(2, 4).n_edges
     # 110 edges on 2 fit prompts: every edge pruned in context, 2 pairs held out
     assert s["ranking"]["method"] == "pruning in context"
-    assert s["split"] == {"holdout": 0.5, "fit": 2, "held_out": 2}
+    assert s["split"] == {"holdout": 0.5, "fit": 2, "held_out": 2, "in_sample": False}
     assert s["confirmation"]["patched"] == s["n_edges"] and s["confirmation"]["in_context"]
     assert s["confirmed_circuit"]["edges"] == s["confirmation"]["confirmed"]
     assert s["confirmation"]["confirmed"] >= sum(e["confirmed"] for e in s["top_edges"])
@@ -939,7 +944,7 @@ def test_head_to_head_edges_carry_the_composition_of_their_pair_and_kind(tmp_pat
     with pytest.raises(InputError, match="no composition_q"):
         head_edge_columns(g, comp.drop_vars("composition_q"))
     comp.to_netcdf(tmp_path / "composition.nc")
-    res = find_task_circuit(_gpt2(seed=3, n_layer=3), _task(n=4, seed=3), top=40,
+    res = find_task_circuit(_gpt2(seed=3, n_layer=3), _task(n=4, seed=3), top=40, force=True,
                             composition=tmp_path / "composition.nc")
     s = summary(res)
     assert s["weights_screen"] is True
@@ -1460,7 +1465,7 @@ def test_post_norm_families_run_on_the_task_graph(kind):
     if kind == "gemma2":  # the cap is applied: without it the logits would exceed it
         assert tm.model_logits(task.clean).abs().max() < 2.0
     if kind == "gemma3_text":  # the search end to end (attribution: its gradient too)
-        res = find_task_circuit(net, task, holdout=0.5, prune_budget=0)
+        res = find_task_circuit(net, task, holdout=0.5, prune_budget=0, force=True)
         assert res["ranking_method"]["method"] == "pruning on integrated gradients"
         assert sorted(res["ranking"].tolist()) == list(range(1, tm.graph.n_edges + 1))
         assert np.isfinite(res["circuit"]["faithfulness"])
@@ -1476,7 +1481,7 @@ def test_the_search_gives_freed_memory_back(monkeypatch):
     calls = []
     monkeypatch.setattr(heap, "trim", lambda: calls.append(1))
     search.find_task_circuit(_gpt2(seed=2, n_layer=1), _task(n=4, seed=2), holdout=0,
-                             points=4)
+                             points=4, force=True)
     assert calls == [1]
 
 
@@ -1548,14 +1553,14 @@ def test_the_search_names_its_stages_when_asked(capsys):
     from rmtbase.circuits.task.search import find_task_circuit
 
     net, task = _gpt2(seed=2, n_layer=1), _task(n=4, seed=2)
-    find_task_circuit(net, task, points=4)
+    find_task_circuit(net, task, points=4, force=True)  # a random model: no behaviour
     assert capsys.readouterr().err == ""
-    find_task_circuit(net, task, points=4, progress=True)
+    find_task_circuit(net, task, points=4, progress=True, force=True)
     err = capsys.readouterr().err
     for words in ("reading", "2 pairs to rank them, 2 to score the circuit; counterfactual "
                   "corrupted", "pruning in context:", "curve on the held-out pairs"):
         assert "rmtbase circuits --task: " in err and words in err, words
-    find_task_circuit(net, task, points=4, progress=True, prune_budget=0)
+    find_task_circuit(net, task, points=4, progress=True, prune_budget=0, force=True)
     err = capsys.readouterr().err
     for words in ("pruning on integrated gradients: round 1", "confirming the circuit's top"):
         assert words in err, words
@@ -1575,7 +1580,7 @@ def test_the_plan_is_told_before_the_weights_are_read(tmp_path, capsys):
     t = _task(n=4)
     write_task(t, task)
     assert main(["circuits", str(folder), "--task", str(task), "--out", str(out), "--top", "3",
-                 "--no-figures"]) == 0
+                 "--no-figures", "--force"]) == 0
     (line,) = [x for x in capsys.readouterr().err.splitlines() if ": plan: " in x]
     s = json.loads((out / "summary.json").read_text())
     sets = s["ranking"]["sets"]

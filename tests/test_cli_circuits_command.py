@@ -95,12 +95,12 @@ def test_refusals_come_before_any_work(tmp_path, capsys):
 #: option in none of them), with values within the option's bounds, the falsy ones among them
 #: (a value out of bounds is refused before the mode is looked at: tests/test_bounds_property.py).
 SHARED = {"help", "model", "out", "overwrite", "json", "no_figures", "quiet", "counterfactual",
-          "task"}
+          "task", "threads"}
 HEAD_VALUES = {"k": ["1", "3"], "layers": ["1", "2,3"], "receivers": ["L1H0"],
                "repeat_length": ["auto", "5"], "text": ["", "t.txt"], "draws": ["200"],
                "seed": ["0", "7"], "sinks": [None], "mlp_paths": ["off", "auto", "on"]}
 TASK_VALUES = {"metric": ["logit_diff", "kl"], "top": ["0", "20"], "holdout": ["0", "0.0", "0.5"],
-               "evaluate": ["", "c.json"], "composition": ["", "c.nc"]}
+               "evaluate": ["", "c.json"], "composition": ["", "c.nc"], "force": [None]}
 
 
 def _options():

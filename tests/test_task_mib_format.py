@@ -72,7 +72,8 @@ def test_eap_ig_reads_the_file_the_command_writes(eap, tmp_path, capsys):
     GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "m")
     write_task(induction_task(4, 5, 40, seed=0), tmp_path / "t.jsonl")
     assert main(["circuits", str(tmp_path / "m"), "--task", str(tmp_path / "t.jsonl"),
-                 "--out", str(tmp_path / "out"), "--top", "2", "--quiet"]) == 0
+                 "--out", str(tmp_path / "out"), "--top", "2", "--quiet",
+                 "--force"]) == 0  # a random model: no behaviour
     capsys.readouterr()
     doc = json.loads((tmp_path / "out" / "circuit.json").read_text())
     assert doc["cfg"]["d_model"] == 32

@@ -97,6 +97,7 @@ BOUNDS = {
     "top": Int(0, MAX_COUNT),
     "window": Int(3, MAX_COUNT, "tokens"),
     "workers": Int(1, MAX_WORKERS),
+    "threads": Int(1, MAX_WORKERS),
     "blocks_per_task": Int(1, MAX_COUNT),
     "repeat_length": Int(MIN_REPEAT, MAX_COUNT),
     "layers": Int(1, MAX_COUNT, "a receiver is a head after layer 0"),

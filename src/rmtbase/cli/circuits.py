@@ -200,7 +200,10 @@ def run(args: argparse.Namespace) -> int:
         from ..probe import read_text
 
         read_text(search.text)
-    return _search(args, search, settings)
+    from ..probe.threads import torch_threads
+
+    with torch_threads(args.threads):  # the tool's policy (rmtbase.probe.threads)
+        return _search(args, search, settings)
 
 
 def on_receiver(args) -> dict:

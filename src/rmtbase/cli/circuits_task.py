@@ -15,8 +15,8 @@ METRICS = ("logit_diff", "logprob", "kl")
 COUNTERFACTUALS = ("corrupted", "mean", "resample", "zero")
 
 
-#: Lines of summary.txt printed on the screen (its first ten edges).
-SCREEN_LINES = 14
+#: Edges of summary.txt printed on the screen, below all its lines before the edges.
+SCREEN_EDGES = 10
 
 
 def add_options(p) -> None:
@@ -49,13 +49,22 @@ def add_options(p) -> None:
     p.add_argument("--holdout", type=float, default=None,
                    help="with --task: fraction of the prompt pairs held out; the edges are "
                         "ranked on the others and the circuit scored on these (default 0.5; "
-                        "0: rank and score on all)")
+                        "0: rank and score on all, in-sample)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch's threads for the forward passes (both modes; default: your "
+                        "OMP_NUM_THREADS if set, else one per 200M block parameters, at "
+                        "most the cores)")
+    p.add_argument("--force", action="store_true", default=None,
+                   help="with --task: search even where the model does not do the task (its "
+                        "full model not above the empty graph by 3 se, or the answer beating "
+                        "the wrong token on at most half of the pairs), which is refused "
+                        "otherwise")
 
 
 #: The task mode's options and their defaults (None on the parser, so that one given
 #: without ``--task`` is seen and refused).
 TASK_DEFAULTS = {"metric": "logit_diff", "counterfactual": "corrupted", "top": 20,
-                 "holdout": 0.5}
+                 "holdout": 0.5, "force": False}
 #: The head-behaviour search's options, refused with ``--task`` (None or False unless given).
 HEAD_OPTIONS = ("k", "layers", "receivers", "text", "draws", "seed", "sinks", "mlp_paths",
                 "repeat_length")
@@ -106,7 +115,8 @@ def run(args) -> int:
 
         read_circuit_file(args.evaluate)  # a bad circuit file is refused before the model
         res = search.evaluate(args.model, args.task, args.evaluate, metric=args.metric,
-                              counterfactual=args.counterfactual, progress=not args.quiet)
+                              counterfactual=args.counterfactual, progress=not args.quiet,
+                              threads=args.threads)
         print(_json(evaluate_document(res, args.metric)))
         return 0
     if args.out is None:
@@ -118,7 +128,8 @@ def run(args) -> int:
     res = search.find_task_circuit(args.model, args.task, metric=args.metric,
                                    counterfactual=args.counterfactual, top=args.top,
                                    holdout=args.holdout, composition=getattr(args, "composition", None),
-                                   progress=not args.quiet)
+                                   progress=not args.quiet, force=bool(args.force),
+                                   threads=args.threads)
     s = search.summary(res)
 
     def report(folder):
@@ -138,7 +149,7 @@ def run(args) -> int:
                      "command": "rmtbase circuits --task", "out": str(args.out),
                      "files": sorted(str(p) for p in written), **s}))
     else:
-        print(fit_text("\n".join(lines[:SCREEN_LINES])))
+        print(fit_text("\n".join(lines[:len(lines) - len(s["top_edges"]) + SCREEN_EDGES])))
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0

@@ -17,7 +17,8 @@ from .html import _figures, page, table_html
 #: Figures of the page, with their captions.
 CAPTIONS = {
     "circuit.png": "The circuit's edges (the strongest, if many): a head's q, k and v inputs "
-                   "end a quarter row below, at and above it; width grows with |score|.",
+                   "end a quarter row below, at and above it; width grows with |exact effect| "
+                   "(attribution where not patched); red: works against the metric.",
     "faithfulness.png": "Faithfulness of the top-k edges (the others carry the "
                         "counterfactual) against k; dashed: the target, dotted: the smallest "
                         "circuit reaching it; the box: that circuit's output losses.",
@@ -42,19 +43,36 @@ def loss_text(losses: dict) -> str:
     return ", ".join(part) + " nats (-log p(answer))"
 
 
+def _scope(sp: dict) -> str:
+    """Where the curve and the circuit are scored: the held-out pairs, or in-sample."""
+    return f"on the {sp['held_out']} held-out pairs" if not sp.get("in_sample") else \
+        f"on the same {sp['fit']} pairs (in-sample: --holdout 0)"
+
+
+def _model_lines(s: dict) -> list[str]:
+    """The input and the behaviour lines (:mod:`rmtbase.circuits.task.model_input`,
+    :mod:`rmtbase.circuits.task.behaviour`), where the summary has them."""
+    from ..circuits.task.behaviour import line
+    from ..circuits.task.model_input import input_line
+
+    return ([input_line(s["input"])] if s.get("input") else []) + \
+        ([line(s["behaviour"])] if s.get("behaviour") else [])
+
+
 def summary_lines(s: dict) -> list[str]:
-    """summary.txt of a task's circuit, whose first lines are the screen: the counterfactual
-    first, faithfulness ± se, output losses, then every listed edge (positive: it carries)."""
+    """summary.txt of a task's circuit, whose first lines are the screen: the task, its input
+    and the model's behaviour on it, the circuit's faithfulness ± se, what looks wrong
+    (summary.json's ``notes``), output losses, then every listed edge (positive: it carries)."""
     c, sp = s["circuit"], s["split"]
     out = [f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
            f"{s['counterfactual']}; ranked by {s['ranking']['method']} on {sp['fit']} pairs, "
-           f"scored on {sp['held_out']} held out",
-           f"full model {c['full_metric']:.4g}, empty graph {c['empty_metric']:.4g} "
-           f"({METRIC_UNITS.get(s['metric'], s['metric'])})",
+           f"scored {_scope(sp)}", *_model_lines(s),
+           f"{_scope(sp)}: full model {c['full_metric']:.4g}, empty graph "
+           f"{c['empty_metric']:.4g} ({METRIC_UNITS.get(s['metric'], s['metric'])})",
            f"circuit: {c['edges']} of {s['n_edges']} edges, faithfulness "
            f"{c['faithfulness']:.3f} ± {c['faithfulness_se']:.2g}, with it removed "
            f"{c['completeness_faithfulness']:.3f} ± {c['completeness_faithfulness_se']:.2g}; "
-           f"curve area {s['curve_area']:.3f}",
+           f"curve area {s['curve_area']:.3f}", *s.get("notes", []),
            "output loss: " + loss_text(s["output_losses"])]
     for e in s["top_edges"]:
         mark = " confirmed" if e["confirmed"] else ""
@@ -68,10 +86,12 @@ def _facts(s: dict) -> str:
     unit = METRIC_UNITS.get(s["metric"], "")
     rows = [("model", s["model"]), ("task", f"{s['task']} ({s['prompts']} prompt pairs of "
                                             f"{s['tokens']} tokens)"),
+            *(("the model's input" if x.startswith("input:") else "the model on the task", x)
+              for x in _model_lines(s)),
             ("metric", f"{s['metric']}: {unit}" if unit else s["metric"]),
             ("counterfactual", s["counterfactual"]),
             ("full model / empty graph", f"{c['full_metric']:.4g} / {c['empty_metric']:.4g} "
-                                         "(the metric's mean over prompts)"),
+                                         f"(the metric's mean {_scope(s['split'])})"),
             ("circuit", f"{c['edges']} of {s['n_edges']} edges, faithfulness "
                         f"{c['faithfulness']:.3f} ± {c['faithfulness_se']:.2g} (1: the full "
                         "model, 0: the empty graph), "
@@ -84,6 +104,7 @@ def _facts(s: dict) -> str:
                                    f"{s['smallest_reaching']['edges']} edges"),
             ("confirmed edges' circuit", f"{cc['edges']} edges, faithfulness "
                                          f"{cc['faithfulness']:.3f}"),
+            *(("note", n) for n in s.get("notes", [])),
             ("confirmation", s["confirmation"]["rule"])]
     body = "".join(f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(str(v))}</td></tr>"
                    for k, v in rows)
@@ -161,7 +182,10 @@ def write_task_report(folder, res: dict, summary: dict, *, figures: bool = True)
 
         save = figure_saver(folder, images)
         fig, ax = plt.subplots(figsize=(10, 5), layout="constrained")
-        plot_task_circuit(res["tm"].graph, res["kept"], res["score"], ax,
+        from ..circuits.task.export import shown_values
+
+        plot_task_circuit(res["tm"].graph, res["kept"],  # exact effects where measured
+                          shown_values(res["score"], res["exact"], res["metric"])[0], ax,
                           title=f"{summary['task']} on {summary['model']}")
         save(fig, "circuit.png")
         plt.close(fig)

@@ -46,29 +46,28 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
         if within.shape != (g.n_edges,):
             raise InputError("within is an (n_edges,) edge set")
     shape = (g.n_edges, runner.task.length) if by_position else (g.n_edges,)
-    total = np.zeros(shape)
-    total2 = np.zeros(shape)
+    sums = np.zeros((2, *shape))  # the per-prompt scores' sum and sum of squares
     alphas = [1.0] if steps == 0 else [j / steps for j in range(1, steps + 1)]
     net = getattr(runner.tm, "net", None)  # a model of plain tensors has none
     params = [] if net is None else [p for p in net.parameters() if p.requires_grad]
     for p in params:  # gradients flow to the receivers' inputs only, not to the weights
         p.requires_grad_(False)
     try:
-        with runner.bar(runner.task.n, "attribution") as bar:
+        # prompts × integral points: the bar moves with every gradient run, not per batch
+        with runner.bar(runner.task.n * len(alphas), "attribution") as bar:
             for lo, hi in runner.batches():
-                _batch(runner, lo, hi, alphas, total, total2, within)
-                bar.update(hi - lo)
+                _batch(runner, lo, hi, alphas, sums, within, bar)
     finally:
         for p in params:
             p.requires_grad_(True)
-    n = runner.task.n
+    n, (total, total2) = runner.task.n, sums
     mean = total / n
     var = np.maximum(total2 - n * mean ** 2, 0.0) / (n - 1)
     return mean, np.sqrt(var / n)
 
 
-def _batch(runner, lo, hi, alphas, total, total2, within=None) -> None:
-    """Add batch ``lo:hi``'s per-prompt scores and their squares to ``total``, ``total2``."""
+def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
+    """Add batch ``lo:hi``'s per-prompt scores and their squares to ``sums[0]``, ``sums[1]``."""
     import torch
 
     tm, g = runner.tm, runner.tm.graph
@@ -84,6 +83,8 @@ def _batch(runner, lo, hi, alphas, total, total2, within=None) -> None:
         if a == 1.0:  # at the clean embeddings this run's outputs are the clean run's
             clean = [o.detach() for o in res["outs"]]
         del res
+        if bar is not None:
+            bar.update(hi - lo)
     n = hi - lo
     with torch.no_grad():
         if clean is None:
@@ -94,8 +95,8 @@ def _batch(runner, lo, hi, alphas, total, total2, within=None) -> None:
         del clean
         for st, gr in zip(g.stages, grads, strict=True):
             r_count = len(st.receivers)
-            if total.ndim == 2:  # (n, R, S, T): the sum over d alone
-                t_len = total.shape[1]
+            if sums.ndim == 3:  # (n, R, S, T): the sum over d alone
+                t_len = sums.shape[2]
                 per = torch.einsum("rntd,nstd->nrst", gr.reshape(r_count, n, t_len, -1),
                                    delta[:, :st.n_senders].reshape(n, st.n_senders, t_len, -1))
                 per = per.double().reshape(n, -1, t_len).numpy() / len(alphas)
@@ -104,8 +105,8 @@ def _batch(runner, lo, hi, alphas, total, total2, within=None) -> None:
                 per = torch.bmm(gr, delta[:, :st.n_senders].transpose(1, 2))  # (n, R, S)
                 per = per.double().reshape(n, -1).numpy() / len(alphas)
             sl = slice(st.offset, st.offset + st.size)
-            total[sl] += per.sum(0)
-            total2[sl] += (per ** 2).sum(0)
+            sums[0, sl] += per.sum(0)
+            sums[1, sl] += (per ** 2).sum(0)
 
 
 __all__ = ["attribute", "default_steps"]

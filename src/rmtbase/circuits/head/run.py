@@ -11,7 +11,7 @@ import xarray as xr
 from ...errors import InputError, with_keywords
 from ...files.heap import gives_heap_back
 from ...files.interrupts import deferred, fault_point
-from ...probe.threads import one_thread
+from ...probe.threads import fit_threads, one_thread
 from ...progress import progress_bar, stage
 from ..core.capture import capture, probe_dataset
 from ..core.counterfactual import Counterfactual
@@ -113,6 +113,7 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
 
     attach_output_head(net, model)
     hm = HeadModel(net)
+    fit_threads(hm.layers)  # the policy of an enclosing torch_threads block, if any
     check_composition(hm, composition)
     if sequences is None:
         from ..core.families import text_config
@@ -127,10 +128,8 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     chances, counts = {}, {}
     for n, r in runs.items():
         chances[n], counts[n] = chance_levels(r.seqs)
-    if runs:
-        labels = label_across(probes, chances, counts, threshold=opts.threshold)
-    else:
-        labels = _no_labels(hm)
+    labels = label_across(probes, chances, counts, threshold=opts.threshold) if runs else \
+        _no_labels(hm)
     recv = (F.receivers(labels, sinks=opts.sinks) if opts.receivers is None
             else _explicit(opts.receivers, labels))
     if opts.layers is not None:

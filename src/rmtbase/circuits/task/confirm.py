@@ -1,11 +1,12 @@
 """Which exactly patched edges of a task are confirmed: the rule of :mod:`..core.rule`
 (:func:`~..core.rule.passes`, :func:`~..core.rule.keeps`), as the head search applies it.
 An edge's ``δ = m(M) − m(M ∖ e)`` is confirmed when ``|δ| ≥ 3 se`` and ``≥ 10 %`` of
-``|m(M) − m(∅)|`` on at least :data:`~..core.rule.MIN_SEQUENCES` pairs, and the other
-counterfactual (:data:`OTHER`), measured only where the first part passes, keeps half of ``δ``
-with its sign; where it does not, ``depends`` says ``zero`` (an edge only zero ablation shows is
-not an edge: Heimersheim & Nanda 2024, arXiv:2404.15255) or ``counterfactual``. In context
-(``within`` a circuit ``C``, :func:`..core.exact.patch_edges`), ``δ = m(C) − m(C ∖ e)`` under
+``|m(M) − m(∅)|`` on at least :data:`~..core.rule.MIN_SEQUENCES` pairs (an se of 0 is no
+evidence: never confirmed), and the other counterfactual (:data:`OTHER`), measured only where
+the first part passes, keeps half of ``δ`` with its sign; where it does not, ``depends`` says
+``zero`` (an edge only zero ablation shows is not an edge: Heimersheim & Nanda 2024,
+arXiv:2404.15255) or ``counterfactual``. In context (``within`` a circuit ``C``,
+:func:`..core.exact.patch_edges`), ``δ = m(C) − m(C ∖ e)`` under
 both counterfactuals."""
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def confirm(runner: Runner, edges, effect, se, behaviour: float, within=None,
     edges = [int(e) for e in edges]
     effect, se = np.asarray(effect, dtype=np.float64), np.asarray(se, dtype=np.float64)
     enough = runner.task.n >= rule.MIN_SEQUENCES
-    first = [enough and rule.passes(a, b, behaviour, True) for a, b in zip(effect, se,
-                                                                         strict=True)]
+    first = [enough and b > 0 and rule.passes(a, b, behaviour, True)  # se 0: no evidence
+             for a, b in zip(effect, se, strict=True)]
     other = OTHER[runner.counterfactual]
     check = np.full(len(edges), np.nan)
     idx = np.flatnonzero(first)
@@ -58,7 +59,7 @@ def stop_rule(behaviour: float, n_pairs: int):
     rule's first part (:func:`~..core.rule.passes`) on ≥ 8 pairs."""
     def stop(d, se) -> bool:
         return n_pairs >= rule.MIN_SEQUENCES and len(d) > 0 and all(
-            x * behaviour > 0 and rule.passes(x, s, behaviour, True)
+            x * behaviour > 0 and s > 0 and rule.passes(x, s, behaviour, True)
             for x, s in zip(d, se, strict=True))
     return stop
 

@@ -13,10 +13,10 @@ names of its ends (``sender_hook``: ``blocks.L.attn.hook_result[h]``, ``blocks.L
 
 :func:`read_circuit` takes that file, or a list of edge names, or ``{"edges": [names]}``, and
 returns the kept edges as a boolean vector over the model's graph (one-line refusal of a graph
-of another shape or an unknown edge). **DOT** and **GraphML** hold the kept edges, with their
-scores, for Graphviz, yEd, Gephi or networkx. :func:`auto_circuit_name` gives an edge's name in
-auto-circuit's graph (Miller et al. 2024, arXiv:2407.08734), where its official circuits are
-written."""
+of another shape or an unknown edge). **DOT** and **GraphML** hold the kept edges with their
+scores (the exact effect where measured) for Graphviz, yEd, Gephi or networkx.
+:func:`auto_circuit_name` names an edge as auto-circuit's graph does (Miller et al. 2024,
+arXiv:2407.08734)."""
 
 from __future__ import annotations
 
@@ -138,37 +138,55 @@ def _kept_edges(g: Graph, kept):
         yield int(i), s, *split_receiver(r)
 
 
-def dot(g: Graph, kept, score) -> str:
+def shown_values(score, exact=None, metric: str = "logit_diff"):
+    """``(value, measured)`` per edge: the exact effect where patched (``exact``: {edge:
+    (effect, se)}), else the attribution ``score``; signed so that positive carries the
+    metric (under ``kl``, lower is better: turned)."""
+    value = np.array(score, dtype=np.float64)
+    measured = np.zeros(value.size, dtype=bool)
+    for e, (a, _) in (exact or {}).items():
+        value[int(e)], measured[int(e)] = a, True
+    return (-value if metric == "kl" else value), measured
+
+
+def dot(g: Graph, kept, score, exact=None, metric: str = "logit_diff") -> str:
     """Graphviz DOT of the kept edges: nodes boxes, an edge labelled by its input (q, k, v)
-    and score, red where the score is negative (the edge works against the metric)."""
+    and its exact effect where patched (``exact``), else its attribution (``attr``, dashed);
+    red where that value works against the metric (:func:`shown_values`)."""
+    value, measured = shown_values(score, exact, metric)
     lines = ["digraph circuit {", "  rankdir=BT;", "  node [shape=box];"]
     nodes = set()
     body = []
     for i, s, r, x in _kept_edges(g, kept):
         nodes |= {s, r}
-        label = f"{x} {score[i]:.3g}".strip()
-        color = "red" if score[i] < 0 else "black"
-        body.append(f'  "{s}" -> "{r}" [label="{label}", color={color}];')
+        label = f"{x} {'exact' if measured[i] else 'attr'} {value[i]:+.3g}".strip()
+        style = "" if measured[i] else ", style=dashed"
+        color = "red" if value[i] < 0 else "black"
+        body.append(f'  "{s}" -> "{r}" [label="{label}", color={color}{style}];')
     order = {n: j for j, n in enumerate(g.nodes())}
     lines += [f'  "{n}";' for n in sorted(nodes, key=order.get)]
     return "\n".join(lines + body + ["}"]) + "\n"
 
 
-def graphml(g: Graph, kept, score) -> str:
-    """GraphML of the kept edges, attributes ``input`` (q, k, v or empty) and ``score``."""
+def graphml(g: Graph, kept, score, exact=None) -> str:
+    """GraphML of the kept edges, attributes ``input`` (q, k, v or empty), ``score`` (the
+    attribution) and ``exact`` (the exact effect, where patched)."""
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">',
            '  <key id="input" for="edge" attr.name="input" attr.type="string"/>',
            '  <key id="score" for="edge" attr.name="score" attr.type="double"/>',
+           '  <key id="exact" for="edge" attr.name="exact" attr.type="double"/>',
            '  <graph id="circuit" edgedefault="directed">']
     nodes, edges = [], []
     for i, s, r, x in _kept_edges(g, kept):
         for n in (s, r):
             if n not in nodes:
                 nodes.append(n)
+        ex = (exact or {}).get(i)
+        ex = "" if ex is None else f'<data key="exact">{float(ex[0])!r}</data>'
         edges.append(f'    <edge source={quoteattr(s)} target={quoteattr(r)}>'
                      f'<data key="input">{x}</data><data key="score">{float(score[i])!r}'
-                     f'</data></edge>')
+                     f'</data>{ex}</edge>')
     out += [f"    <node id={quoteattr(n)}/>" for n in nodes] + edges
     return "\n".join(out + ["  </graph>", "</graphml>"]) + "\n"
 
@@ -186,4 +204,4 @@ def auto_circuit_name(name: str) -> str:
 
 
 __all__ = ["auto_circuit_name", "circuit_json", "dot", "graphml", "read_circuit",
-           "read_circuit_file"]
+           "read_circuit_file", "shown_values"]

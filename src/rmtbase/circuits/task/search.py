@@ -6,13 +6,11 @@ top edges then patched exactly, :mod:`..core.exact`), draw the faithfulness curv
 reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of the
 confirmed edges is scored too (:mod:`.confirm`: the pruning's stopped circuit's edges, or
 beyond the budget the reported circuit's top edges, each in its circuit's context).
-:func:`evaluate` scores a circuit the user brings. :func:`write_outputs` writes
-``circuit.json`` (every edge with its scores, the circuit's marked ``in_graph``: MIB's
-format), ``circuit.dot``, ``circuit.graphml``, ``curve.csv`` and ``summary.json`` into one
-all-or-nothing folder."""
+:func:`evaluate` scores a circuit the user brings; :mod:`.outputs` writes the files."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ from ...checks import check_int, check_real
 from ...errors import InputError
 from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
+from ...probe.threads import fit_threads, in_torch_threads
 from ..core.attribution import attribute, default_steps
 from ..core.counterfactual import DEFAULT_TASK
 from ..core.exact import patch_edges
@@ -29,12 +28,15 @@ from ..core.forward import TaskModel, config_graph
 from ..core.loader import load_causal_lm
 from ..core.runner import Runner
 from . import prune
-from .confirm import confirm_in_context, confirm_within, confirmation, stop_rule, verdict_row
-from .losses import LOSS_UNIT, output_losses
-from .taskfile import Task, check_task, read_records, tokenise
+from .behaviour import check as check_behaviour
+from .behaviour import line as behaviour_line
+from .behaviour import measure as measure_behaviour
+from .confirm import confirm_in_context, confirm_within, stop_rule
+from .losses import output_losses
+from .model_input import input_line
+from .outputs import KIND, summary, write_outputs
+from .taskfile import Task, check_task, distinct_pairs, read_records, tokenise
 from .weights import head_edge_columns, read_composition
-
-KIND = "rmtbase circuits --task"
 
 #: The most points of an input integral (``steps``, ``prune_steps``) and of the curve's grid.
 MAX_STEPS = 1000
@@ -46,10 +48,16 @@ MAX_HOLDOUT = 0.9
 
 
 def load(model, task, announce=None):
-    """(:class:`..core.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
-    task path or :class:`.taskfile.Task`; the graph forward checked against the model's.
-    ``announce(config, task)``: called once the task is tokenised, before the weights are read
-    where :func:`..core.loader.load_causal_lm` can."""
+    """(:class:`..core.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model``
+    and a task path or :class:`.taskfile.Task` (:func:`load_described`)."""
+    return load_described(model, task, announce)[:3]
+
+
+def load_described(model, task, announce=None):
+    """:func:`load`'s three and :func:`.model_input.describe`'s dict; the graph forward checked
+    against the model's. ``announce(config, task)`` is called once the task is read, before
+    the weights where :func:`..core.loader.load_causal_lm` can."""
+    from .model_input import describe
     from .taskfile import needs_tokenizer
     from .templates import resolve
 
@@ -57,16 +65,19 @@ def load(model, task, announce=None):
     t, records = (task, None) if src is None else (None, read_records(src))
     if t is not None:
         check_task(t)
+    described = {}
 
     def before(config, tok):
         nonlocal t
         if t is None:
             t = tokenise(records, tok, vocab_size=int(config.vocab_size), name=Path(src).stem,
                          source=str(src))
+        t, dropped = distinct_pairs(t)  # a repeated pair counts once
         npos = getattr(config, "n_positions", None) or getattr(
             config, "max_position_embeddings", None)
         if npos is not None and t.length > int(npos):
             raise InputError(f"the task's prompts are {t.length} tokens; the model takes {npos}")
+        described.update(describe(t, records, tok, config), duplicates=dropped)
         if announce is not None:
             announce(config, t)
 
@@ -74,7 +85,7 @@ def load(model, task, announce=None):
                                   needs_tokenizer(records), before=before)
     tm = TaskModel(net)
     tm.check(t.clean[:4])
-    return tm, t, name
+    return tm, t, name, described
 
 
 def split(task: Task, holdout: float) -> tuple[Task, Task]:
@@ -85,8 +96,9 @@ def split(task: Task, holdout: float) -> tuple[Task, Task]:
         return task, task
     n, out = task.n, held_out(task.n, holdout)
     if out.sum() < 2 or (~out).sum() < 2:
-        raise InputError(f"holding out {holdout:g} of {n} prompt pairs leaves fewer than 2 on "
-                         f"a side; give more pairs or holdout=0 (fit and score on all)")
+        raise InputError(f"holding out {holdout:g} of {n} distinct prompt pairs leaves fewer "
+                         f"than 2 on a side; give more pairs or holdout=0 (fit and score on "
+                         f"all, in-sample)")
 
     def take(m):
         return Task(task.clean[m], task.corrupted[m], task.answer[m], task.wrong[m],
@@ -103,12 +115,13 @@ def held_out(n: int, holdout: float) -> np.ndarray:
 
 
 @gives_heap_back
+@in_torch_threads
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = DEFAULT_TASK, top: int = 20, points: int = 24,
                       steps: int | None = None, prune_steps: int = prune.STEPS,
                       batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
-                      composition=None, progress: bool = False) -> dict:
+                      composition=None, progress: bool = False, force: bool = False) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring).
 
     The prompts split into a fit and a held-out part (:func:`split`, ``holdout``): edges
@@ -120,7 +133,9 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     edges patched exactly. ``progress``: a bar per pass over the prompts on stderr;
     ``composition``: a composition Dataset or its ``.nc`` file, whose rank, p and q of each
     head pair stand beside the head-to-head edges (:mod:`.weights`), read before the model.
-    ``steps``: the attribution's (every edge's ``score``)."""
+    ``steps``: the attribution's (every edge's ``score``). A task the model does not do is
+    refused first (:mod:`.behaviour`) unless ``force``; ``threads=``:
+    :mod:`rmtbase.probe.threads`."""
     top = check_int("top", top, 1, MAX_COUNT)
     points = check_int("points", points, 1, MAX_POINTS)
     steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
@@ -128,31 +143,26 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
     holdout = check_real("holdout", holdout, 0.0, MAX_HOLDOUT)
     prune_budget = check_int("prune_budget", prune_budget, 0, MAX_COUNT)
+    if not isinstance(force, bool):
+        raise InputError(f"force is True or False, got {force!r}")
     comp = None if composition is None else read_composition(composition)
     say = _stage if progress else (lambda text: None)
-    say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
-
-    def announce(config, t):  # the plan's size, before the weights are read where it can
-        fit = t.n - int(held_out(t.n, holdout).sum())
-        say(prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit,
-                            budget=prune_budget, top=top, steps=prune_steps))
-
-    tm, t, name = load(model, task, announce if progress else None)
+    plan = partial(_plan, holdout=holdout, budget=prune_budget, top=top, steps=prune_steps)
+    tm, t, name, described, threads_used = _read(model, task, plan, say, progress)
     fit_task, held_task = split(t, holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
+    seen = _behaviour(r, force, say)  # the model does the task, or it is refused here
     sc = Scorer(r if not holdout else Runner(tm, held_task, metric=metric,
                                              counterfactual=counterfactual, batch=batch,
                                              progress=progress))
+    held_seen = measure_behaviour(sc.runner) if holdout else seen  # the curve's denominator
     steps = default_steps(r.metric) if steps is None else steps
     n_edges = tm.graph.n_edges
-    say(f"{n_edges:,} edges, {fit_task.n} pairs to rank them, {held_task.n} to score the "
-        f"circuit; counterfactual {counterfactual}")
+    say(_split_line(n_edges, fit_task.n, held_task.n if holdout else 0, counterfactual))
     score, se = attribute(r, steps=steps)
-    fit_sc = sc if not holdout else Scorer(r)
-    behaviour = fit_sc.full - fit_sc.empty
-    verdicts = None
+    behaviour, verdicts = seen["behaviour"], None  # m(M) − m(∅) on the fit pairs
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
         pr = prune.prune(r, say=say, stop=stop_rule(behaviour, fit_task.n), behaviour=behaviour)
@@ -162,14 +172,14 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
                   "fraction": prune.FRACTION, "tail": prune.TAIL}
     else:
-        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour), say=say,
-                                   first=(score, se) if steps == prune_steps else None)
+        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour) or 1.0,
+                                   say=say, first=(score, se) if steps == prune_steps else None)
         key, patched = pr["key"], pr["order"][:min(top, n_edges)]
         eff, eff_se = patch_edges(r, patched)
         method = {"method": "pruning on integrated gradients", "rounds": pr["rounds"],
                   "keep": prune.KEEP, "steps": prune_steps, "tail": prune.TAIL}
     say("the faithfulness curve on the held-out pairs" if holdout else
-        "the faithfulness curve")
+        "the faithfulness curve on the fit pairs (in-sample)")
     cur = curve(sc, key, points=points)
     k = cur["smallest"] if cur["smallest"] is not None else n_edges
     kept = top_k(cur["order"], k, n_edges)
@@ -181,98 +191,85 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         d, d_se = (eff[:tested.size], eff_se[:tested.size]) if kept.all() else \
             patch_edges(r, tested, within=kept)
         verdicts, confirmed_in = confirm_within(r, kept, tested, d, d_se, behaviour), "reported"
-    confirmed = tm.graph.empty()
-    confirmed[[e for e, v in verdicts.items() if v["confirmed"]]] = True
+    confirmed = np.isin(np.arange(n_edges), [e for e, v in verdicts.items() if v["confirmed"]])
     ev_confirmed = evaluate_kept(sc, confirmed)
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
             "steps": steps, "ranking_method": method, "top": top, "ranking": key,
-            "split": {"holdout": holdout, "fit": fit_task.n, "held_out": held_task.n},
+            "split": {"holdout": holdout, "fit": fit_task.n,
+                      "held_out": held_task.n if holdout else 0, "in_sample": not holdout},
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
             "verdicts": verdicts, "confirmed_in": confirmed_in,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
-            "output_losses": losses, "columns": columns}
+            "output_losses": losses, "columns": columns, "input": described,
+            "behaviour": seen, "held_behaviour": held_seen, "threads": threads_used}
+
+
+def _plan(config, t, *, holdout: float, budget: int, top: int, steps: int) -> str:
+    """The pruning plan's line (:func:`.prune.plan_line`) from the config, before the weights."""
+    fit = t.n - int(held_out(t.n, holdout).sum())
+    return prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit, budget=budget,
+                           top=top, steps=steps)
+
+
+def _read(model, task, plan, say, progress: bool) -> tuple:
+    """:func:`load_described`'s four and the threads chosen, each said (``plan``'s line too)."""
+    say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
+    tm, t, name, described = load_described(
+        model, task, (lambda config, t: say(plan(config, t))) if progress else None)
+    say(input_line(described))
+    threads = fit_threads(tm.hm.layers)
+    say(f"torch threads: {threads['torch']} ({threads['why']})")
+    return tm, t, name, described, threads
+
+
+def _behaviour(runner, force: bool, say) -> dict:
+    """:func:`.behaviour.measure` on ``runner``'s pairs, said, and refused unless ``force``."""
+    seen = measure_behaviour(runner)
+    say(behaviour_line(seen))
+    check_behaviour(seen, force)
+    return seen
+
+
+def _split_line(n_edges: int, fit: int, held: int, counterfactual: str) -> str:
+    """Which pairs rank the edges and which score the circuit (``held`` 0: in-sample)."""
+    if held:
+        return (f"{n_edges:,} edges, {fit} pairs to rank them, {held} to score the circuit; "
+                f"counterfactual {counterfactual}")
+    return (f"{n_edges:,} edges, the same {fit} pairs rank them and score the circuit "
+            f"(in-sample: --holdout 0); counterfactual {counterfactual}")
 
 
 def _stage(text: str) -> None:
-    """A stage's line on stderr, ``rmtbase circuits --task: …`` (what a heartbeat names)."""
-    from ...progress import message
+    """A stage's line on stderr, ``rmtbase circuits --task: …`` (what a heartbeat names),
+    wrapped within 200 characters (:func:`rmtbase.progress.stage`)."""
+    from ...progress import stage
 
-    message(f"{KIND}: {text}")
+    stage(KIND, text)
 
 
 @gives_heap_back
+@in_torch_threads
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
              counterfactual: str = DEFAULT_TASK, batch: int | None = None,
              progress: bool = False) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`..core.faithfulness.evaluate_kept`):
-    ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
+    ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool;
+    ``threads`` as :func:`find_task_circuit`'s."""
     from .export import read_circuit
 
     batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
-    tm, t, name = load(model, task)
+    tm, t, name, described = load_described(model, task)
+    fit_threads(tm.hm.layers)
     kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
         np.asarray(edges, dtype=bool)
     sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
                        progress=progress))
-    return {"model": name, "task": t.name, "metric": metric, "counterfactual": counterfactual,
-            **evaluate_kept(sc, kept), "output_losses": output_losses(sc.runner, kept)}
-
-
-def summary(res: dict) -> dict:
-    """The JSON summary of :func:`find_task_circuit`'s result."""
-    cur, g = res["curve"], res["tm"].graph
-    t = res["task"]
-    top = []
-    listed = [int(e) for e in cur["order"] if int(e) in res["exact"]][:res["top"]]
-    for e in listed:
-        a, b = res["exact"][e]
-        s, r = g.edge(e)
-        top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
-                    "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
-                    **verdict_row(res["verdicts"][e]), **res.get("columns", {}).get(e, {})})
-    return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
-            "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
-            "attribution_steps": res["steps"], "n_edges": g.n_edges,
-            "split": res["split"], "ranking": res["ranking_method"],
-            "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
-            "confirmation": confirmation(res["verdicts"], len(res["exact"]),
-                                         res["confirmed_in"], res["split"]["fit"]),
-            "weights_screen": bool(res.get("columns")),
-            "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
-            "curve_area": cur["area"],
-            "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
-            "top_edges": top}
-
-
-def write_outputs(res: dict, out, *, extra=None) -> dict:
-    """Write the outputs (module docstring) into folder ``out`` all or nothing; ``extra``:
-    ``extra(folder)`` writes more into the open folder (the CLI's ``report.html``, from
-    :mod:`rmtbase.report.task_report`). Returns {name: path}."""
-    from ...files.output import OutputFolder
-    from ...files.strict_json import dumps
-    from .export import circuit_json, dot, graphml
-
-    g, cur = res["tm"].graph, res["curve"]
-    meta = {"task": res["task"].name, "metric": res["metric"],
-            "counterfactual": res["counterfactual"], "model": res["model"]}
-    full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta,
-                        res.get("columns") or None)
-    csv = ["k,metric,faithfulness"] + [f"{int(k)},{float(m)!r},{float(f)!r}" for k, m, f in zip(
-        cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
-    files = {"circuit.json": dumps(full) + "\n",
-             "circuit.dot": dot(g, res["kept"], res["score"]),
-             "circuit.graphml": graphml(g, res["kept"], res["score"]),
-             "curve.csv": "\n".join(csv) + "\n",
-             "summary.json": dumps(summary(res), indent=1) + "\n"}
-    with OutputFolder(out, kind=KIND) as folder:
-        for rel, text in files.items():
-            folder.write_text(rel, text)
-        if extra is not None:
-            extra(folder)
-    return dict(folder.written)
+    return {"model": name, "task": t.name, "input": described, "metric": metric,
+            "counterfactual": counterfactual, **evaluate_kept(sc, kept),
+            "output_losses": output_losses(sc.runner, kept)}
 
 
 __all__ = ["HOLDOUT", "KIND", "evaluate", "find_task_circuit", "held_out", "load",
-           "split", "summary", "write_outputs"]
+           "load_described", "split", "summary", "write_outputs"]

@@ -1,17 +1,15 @@
 """A task: prompt pairs and the tokens an output metric compares (docs/tasks.md).
 
 A task file is UTF-8 JSON lines, one prompt pair an object: ``clean`` and ``corrupted`` (a
-text or a list of token ids), ``answer`` and ``wrong`` (a token's text or an id). Texts are
-tokenised with the model's own tokenizer, without special tokens; ``answer`` and ``wrong``
-must each be one token. Every pair has the same token length ``T`` in both prompts and across
-the file (so positions align, as in Wang et al. 2022 and Hanna et al. 2023); the metric reads
-the logits at the last position ``T − 1``. Blank lines and lines starting with ``#`` are
-skipped. A bad file is refused in one line naming the line (:class:`~rmtbase.errors.InputError`)
-before the model runs: a malformed value (ids are integers 0 … 2³¹ − 1), a degenerate pair
-whose metric cannot move (answer the same token as wrong, clean the same prompt as corrupted,
-by text or, once tokenised, by id), a prompt of no tokens, fewer than two distinct pairs
-(standard errors are over pairs), or a task over
-:data:`~rmtbase.limits.MAX_TASK_TOKENS` token positions (pairs × tokens).
+text, read as ``tokenizer(text)`` by default: :func:`encode_prompt`, or token ids, taken as
+given), ``answer`` and ``wrong`` (one token: a text read without special tokens, or an id).
+Every pair has the same token length ``T`` in both prompts and across the file (positions
+align, as in Wang et al. 2022); the metric reads the logits at position ``T − 1``. Blank
+lines and ``#`` lines are skipped. Refused in one line naming the line
+(:class:`~rmtbase.errors.InputError`), before the model runs: a malformed value (ids are
+integers 0 … 2³¹ − 1), a pair whose metric cannot move (answer = wrong, clean = corrupted, by
+text or by id), a prompt of no tokens, fewer than two distinct pairs (standard errors are over
+pairs), or over :data:`~rmtbase.limits.MAX_TASK_TOKENS` token positions (pairs × tokens).
 
 :func:`induction_task` draws the induction task on repeated random ids, which needs no
 tokenizer: ``[bos] A A[:k]`` clean, ``[bos] B A[:k]`` corrupted (``A``, ``B`` independent
@@ -124,6 +122,23 @@ def check_task(task: Task) -> None:
     _distinct(task.n, len(set(rows)), task.name)
 
 
+def distinct_pairs(task: Task) -> tuple[Task, int]:
+    """``task`` with each repeated pair (the same four fields as an earlier one) dropped, and
+    how many were: a copy is no new evidence, so every statistic counts a pair once."""
+    seen, keep = set(), []
+    for i in range(task.n):
+        key = (task.clean[i].tobytes(), task.corrupted[i].tobytes(),
+               np.asarray(task.answer[i]).tobytes(), np.asarray(task.wrong[i]).tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    if len(keep) == task.n:
+        return task, 0
+    k = np.asarray(keep)
+    return Task(task.clean[k], task.corrupted[k], task.answer[k], task.wrong[k], task.name,
+                task.source), task.n - len(keep)
+
+
 def check_size(pairs: int, tokens: int, name: str, bound: str = "") -> None:
     """One line before any work where ``pairs`` × ``tokens`` exceeds
     :data:`~rmtbase.limits.MAX_TASK_TOKENS` (``bound``: how ``tokens`` is known, e.g.
@@ -151,6 +166,18 @@ def _encode(tok, text: str) -> list[int]:
     return list(tok(text, add_special_tokens=False)["input_ids"])
 
 
+def encode_prompt(tok, text: str, where: str) -> list[int]:
+    """``tok(text)``'s ids (leading special tokens included); InputError naming ``where`` if
+    it appends any (an EOS: the metric reads the last position)."""
+    ids = list(tok(text)["input_ids"])
+    bare = _encode(tok, text)
+    if len(ids) > len(bare) and ids[len(ids) - len(bare):] != bare:
+        raise InputError(f"{where}: this tokenizer appends special tokens to a text by "
+                         f"default ({ids[len(bare):][:4]}); the metric reads the last "
+                         f"position: give the prompts as token ids")
+    return ids
+
+
 def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: str = "task",
              source: str = "") -> Task:
     """The :class:`Task` of ``records`` (:func:`read_records`): texts through ``tokenizer``
@@ -163,7 +190,8 @@ def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: st
     rows = {f: [] for f in FIELDS}
     for i, r in enumerate(records, 1):
         for f in ("clean", "corrupted"):
-            rows[f].append(_encode(tokenizer, r[f]) if isinstance(r[f], str) else r[f])
+            rows[f].append(encode_prompt(tokenizer, r[f], f"{name} pair {i}: {f}")
+                           if isinstance(r[f], str) else r[f])
             if not rows[f][-1]:
                 raise InputError(f"{name} pair {i}: {f} {r[f]!r} is no tokens for this "
                                  f"tokenizer")
@@ -261,5 +289,6 @@ def write_task(task: Task, path) -> Path:
     return p
 
 
-__all__ = ["FIELDS", "Task", "check_size", "check_task", "induction_task", "needs_tokenizer",
-           "read_records", "read_task", "tokenise", "write_task"]
+__all__ = ["FIELDS", "Task", "check_size", "check_task", "distinct_pairs", "encode_prompt",
+           "induction_task", "needs_tokenizer", "read_records", "read_task", "tokenise",
+           "write_task"]
