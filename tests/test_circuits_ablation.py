@@ -156,6 +156,35 @@ def test_the_rule_confirms_only_what_both_counterfactuals_keep():
     assert got[0]["dependency"] and not got[0]["confirmed"]
 
 
+def test_zero_only_is_said_after_the_other_counterfactual_was_measured():
+    """A row under the floor (0.08) under mean that passes under zero has its resample effect
+    measured (``measure_counterfactuals`` asks for it, beside the rows passing under mean) and
+    is called ``zero`` only when that effect is under the floor too: at 0.3 under resample the
+    non-zero counterfactuals disagree (``counterfactual``); unmeasured (NaN) it gets no word."""
+    from rmtbase.circuits.core.receiver import Effect as Eff
+    from rmtbase.circuits.head.find import judge, measure_counterfactuals
+
+    effects = {"zero": [0.5, 0.5, 0.01, 0.3], "resample": [0.01, 0.3, 9.0, 0.2]}
+    asked = {}
+
+    def effects_of(ablation, idx):
+        asked[ablation] = list(idx)
+        return [Eff(effects[ablation][i], 0.01, 0.8, "induction", np.zeros(4)) for i in idx]
+
+    rows = [{k: v for k, v in _row(e).items() if not k.startswith("effect_") or k == "effect_se"}
+            | {"effect_causal": e} for e in (0.01, 0.01, 0.01, 0.3)]
+    measure_counterfactuals(effects_of, rows, 16, "mean")
+    assert asked == {"zero": [0, 1, 2, 3], "resample": [0, 1, 3]}  # row 2 passes neither
+    assert np.isnan(rows[2]["effect_resample"]) and rows[0]["effect_resample"] == 0.01
+    joint = Eff(0.5, 0.01, 0.8, "induction", np.zeros(4))
+    got = judge(rows, joint, labelled=True, n_seq=16, ablation="mean")
+    assert [r["depends"] for r in got] == ["zero", "counterfactual", "", ""]
+    assert got[3]["confirmed"]
+    unmeasured = _row(0.01, np.nan, 0.5)
+    assert judge([unmeasured], joint, labelled=True, n_seq=16, ablation="mean")[0][
+        "depends"] == ""
+
+
 def test_faithfulness_of_every_source_kept_is_one_and_of_none_is_the_joint():
     """measure() with C = every earlier head: F = 1 exactly (nothing replaced); with C = ∅ the
     q/k value is the receiver's score with every earlier head replaced, i.e. 1 − joint/score

@@ -876,12 +876,15 @@ def test_trained_constant_head_depends_on_zero_ablation_only():
     ds = find_circuits(str(folder), _composition(cfg["n_layer"], h), screen="exact",
                        progress=False)
     rows = [{v: ds[v].values[i] for v in ("from", "to", "kind", "path", "confirmed",
-                                            "depends", "label_to", "metric", "length_to")}
+                                            "depends", "label_to", "metric", "length_to",
+                                            "effect_resample")}
             for i in range(ds.sizes["candidate"])]
     mine = [x for x in rows if str(x["from"]) == T.name(const)]
     assert mine and not any(bool(x["confirmed"]) for x in mine), mine
     zero_only = [x for x in mine if str(x["depends"]) == "zero"]
     assert zero_only, mine
+    # "zero only" is said after resample was measured: the constant's exact 0 (float rounding)
+    assert all(abs(float(x["effect_resample"])) < 1e-6 for x in zero_only), zero_only
     passed = []
     for x in zero_only:  # the truth at the row's length, on its own sequences
         rec, kind, stat = _head(str(x["to"])), str(x["kind"]), _stat(

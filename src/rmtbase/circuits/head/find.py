@@ -15,7 +15,8 @@ its own attribution).
 ``|score_to|``, the change metrics against 1): ``confirmed`` when it passes and the other
 non-zero counterfactual (resample for mean, mean for resample) keeps it; ``depends`` says why
 a row that passes one counterfactual is not: ``zero`` (it passes with the output set to zero
-only) or ``counterfactual`` (the other one keeps less than half). ``role`` "supports" (the
+only, the other non-zero one measured under the floor) or ``counterfactual`` (the non-zero
+ones disagree). ``role`` "supports" (the
 behaviour drops without the source) or "suppresses"; ``expected_false_confirmations`` sums
 :func:`false_rate` over the rows.
 ``dominant``: the supporting confirmed row with the largest effect per receiver and kind. Per
@@ -251,8 +252,9 @@ def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
 
 def measure_counterfactuals(effects_of, rows, n_seq: int, ablation: str) -> None:
     """Each row's effects under every counterfactual: zero for all (``effect_zero``, its se),
-    the other non-zero one where the row passes the rule (it decides; NaN elsewhere);
-    ``effects_of(ablation, indices)`` gives the :class:`..core.receiver.Effect` of those rows."""
+    the other non-zero one where the row passes the rule under ``ablation`` or under zero (it
+    decides; NaN elsewhere); ``effects_of(ablation, indices)`` gives the
+    :class:`..core.receiver.Effect` of those rows."""
     for r in rows:
         r["ablation"] = ablation
         for a in ABLATIONS:
@@ -262,10 +264,16 @@ def measure_counterfactuals(effects_of, rows, n_seq: int, ablation: str) -> None
         return
     for i, e in zip(range(len(rows)), effects_of("zero", list(range(len(rows)))), strict=True):
         rows[i]["effect_zero"], rows[i]["effect_zero_se"] = e.effect, e.se
-    check = [i for i, r in enumerate(rows) if needs_check(r, n_seq, ablation)]
+    check = [i for i, r in enumerate(rows) if needs_check(r, n_seq, ablation)
+             or needs_check(_under_zero(r), n_seq, ablation)]
     if check:
         for i, e in zip(check, effects_of(other(ablation), check), strict=True):
             rows[i]["effect_" + other(ablation)] = e.effect
+
+
+def _under_zero(row: dict) -> dict:
+    """``row`` with its zero-ablation effect and se as its effect."""
+    return {**row, "effect_causal": row["effect_zero"], "effect_se": row["effect_zero_se"]}
 
 
 def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
@@ -285,11 +293,15 @@ def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
         stands = ok and (ablation == "zero" or keeps(r["effect_causal"],
                                                      r.get("effect_" + check, np.nan),
                                                      floor_of(r["score_to"], is_score)))
+        zero = r.get("effect_zero", np.nan)
         zero_ok = (enough and ablation != "zero" and passes(
-            r.get("effect_zero", np.nan), r.get("effect_zero_se", np.nan), r["score_to"],
-            is_score))
-        r["depends"] = ("" if stands else "counterfactual" if ok else
-                        "zero" if zero_ok else "")
+            zero, r.get("effect_zero_se", np.nan), r["score_to"], is_score))
+        # zero only: the other non-zero counterfactual measured and under the floor
+        seen = r.get("effect_" + check, np.nan)
+        other_too = bool(np.isfinite(seen) and seen * zero > 0
+                         and abs(seen) >= floor_of(r["score_to"], is_score))
+        r["depends"] = ("" if stands else "counterfactual" if ok or (zero_ok and other_too)
+                        else "zero" if zero_ok and np.isfinite(seen) else "")
         r["confirmed"] = bool(stands and labelled)
         r["dependency"] = bool(stands and not labelled)
         r["role"] = ("changes" if not is_score else

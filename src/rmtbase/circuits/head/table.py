@@ -56,8 +56,9 @@ VARIABLES = {
     "effect_mean": ("effect_causal under mean ablation (NaN: not measured)", "1"),
     "effect_resample": ("effect_causal under resample ablation (NaN: not measured)", "1"),
     "depends": ("why a row that passes one counterfactual is not confirmed: zero (it passes "
-                "only with the output set to zero) or counterfactual (the other non-zero "
-                "counterfactual keeps under half of the effect); empty otherwise", "1"),
+                "only with the output set to zero, both non-zero counterfactuals measured under "
+                "the floor) or counterfactual (the non-zero counterfactuals disagree: one "
+                "keeps under half of the other's effect); empty otherwise", "1"),
     "role": ("supports (the behaviour drops without the source), suppresses (it rises) or "
              "changes (change metrics)", "1"),
     "confirmed": ("receiver labelled, |effect| >= 3 se and >= 10 % of score_to (0.1 for "
