@@ -99,6 +99,8 @@ def test_json_and_describe(tmp_path, capsys):
     desc = _run(capsys, ["heavy-tail", g, "--describe"]).out.splitlines()
     assert desc[-1] == "12 matrices" and len(desc) == 14
     assert desc[1].split() == ["0", "q", "64", "64", "64", "1.00", "float32", "float32"]
+    # no MODEL: the embedded all-MiniLM-L6-v2 (6 layers of q, k, v, o, ffn_in, ffn_out)
+    assert _run(capsys, ["heavy-tail", "--describe"]).out.splitlines()[-1] == "36 matrices"
 
 
 def test_the_means_null_is_one_draw_per_matrix(tmp_path):
