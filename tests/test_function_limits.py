@@ -28,9 +28,6 @@ EXCEPTIONS = {
     "scoring/profile/stopping.py::sequential_nulls": {"params": 9},
     # documented positional API (tests pass overlap, d, d_h, n_kv, key, draws) + progress
     "scoring/composition/overlap.py::overlap_tests": {"params": 9},
-    # score --heavy-tail's library call: model, what to load (components, revision,
-    #  allow_pickle), the null (draws, seed, quantized_null), randomize, progress; by name
-    "scoring/matrices/heavy_tail.py::score_heavy_tail": {"params": 9},
     # baseline/ (issue 58 item 4): public entry points whose keyword options are documented
     #  (docs/contract.md, README, tests pass them by name); each validates them into one record
     #  (TableSpec, TableKey, Draws, NetworkSpec) and forwards that record, never the list

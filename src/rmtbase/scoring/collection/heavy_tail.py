@@ -98,14 +98,16 @@ def _common(names: list[str]) -> str:
 
 def heavy_tail_collection(models, *, revisions=None, labels=None, dim: str | None = None,
                           base=None, workers: int | None = None, scheduler: str | None = None,
-                          progress: bool = False, **options) -> xr.Dataset:
+                          **options) -> xr.Dataset:
     """The tables of every entry stacked (module docstring); ``options``:
-    :func:`rmtbase.scoring.matrices.heavy_tail.score_heavy_tail`'s keywords. ``dim``: "checkpoint" (default for
-    revisions or one architecture) or "model"."""
+    :func:`rmtbase.scoring.matrices.heavy_tail.score_heavy_tail`'s keywords, its ``progress``
+    the collection's (a line per entry). ``dim``: "checkpoint" (default for revisions or one
+    architecture) or "model"."""
     from ...models import model_info
     from .combine import COLLECTION_DIMS
     from .trajectory import _check_dask_models, _default_dim, make_specs
 
+    progress = bool(options.pop("progress", False))
     specs = make_specs(models, revisions, labels)
     if dim is not None and dim not in COLLECTION_DIMS:
         raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")

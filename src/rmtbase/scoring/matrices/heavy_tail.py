@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from ..._version import __version__
+from ...errors import InputError
 from ...stats.heavy_tail_mp import spectrum_table
 
 #: The metrics scored, in table order.
@@ -147,8 +148,9 @@ def null_alpha(ds: xr.Dataset) -> np.ndarray:
 
 
 def _fill(cells, draws: int, seed: int, progress: bool):
-    """The arrays of :func:`_scored`: per (layer, component, metric) and per (layer,
-    component), and the described matrices' (metrics, (null key, null at its scale))."""
+    """The arrays of :func:`_scored` by name: ``layers``, ``names``, ``out`` per (layer,
+    component, metric), ``per`` per (layer, component), and the ``described`` matrices'
+    (metrics, (null key, null at its scale))."""
     from ...baseline.matrix_null import null_shape
 
     layers = sorted({c[0] for c in cells})
@@ -183,7 +185,7 @@ def _fill(cells, draws: int, seed: int, progress: bool):
         per["folklore"][li, ci] = folklore(got["alpha"])
         per["null_well_trained"][li, ci] = float(np.mean((a >= FOLKLORE_BAND[0])
                                                          & (a <= FOLKLORE_BAND[1])))
-    return layers, names, out, per, described
+    return {"layers": layers, "names": names, "out": out, "per": per, "described": described}
 
 
 def _scored(cells, draws: int, seed: int, progress: bool, fdr: float = 0.05) -> xr.Dataset:
@@ -192,7 +194,9 @@ def _scored(cells, draws: int, seed: int, progress: bool, fdr: float = 0.05) -> 
     ``fdr`` and the model's summaries (:mod:`.heavy_tail_summary`)."""
     from .heavy_tail_summary import FIELDS, SUMMARY, alpha_flags, model_summaries
 
-    layers, names, out, per, described = _fill(cells, draws, seed, progress)
+    filled = _fill(cells, draws, seed, progress)
+    layers, names, out, per, described = (filled[k] for k in ("layers", "names", "out", "per",
+                                                                "described"))
     dims = ("layer", "component", "metric")
     ds = xr.Dataset({k: (dims, v) for k, v in out.items()},
                     coords={"layer": np.array(layers, dtype=np.int64), "component": names,
@@ -213,10 +217,13 @@ def _scored(cells, draws: int, seed: int, progress: bool, fdr: float = 0.05) -> 
     return ds
 
 
-def score_heavy_tail(model=None, *, base=None, components="all", draws: int | None = None,
-                     seed: int = 0, revision=None, randomize: bool = True,
-                     progress: bool = False, allow_pickle: bool = False,
-                     quantized_null: str = "auto", fdr: float = 0.05) -> xr.Dataset:
+#: What :func:`score_heavy_tail` reads, by keyword: :func:`.heavy_tail_inputs.layer_matrices`'s.
+READ = ("base", "components", "revision", "allow_pickle")
+
+
+def score_heavy_tail(model=None, *, draws: int | None = None, seed: int = 0,
+                     randomize: bool = True, progress: bool = False,
+                     quantized_null: str = "auto", fdr: float = 0.05, **read) -> xr.Dataset:
     """The heavy-tail table of ``model`` (hub id, folder, .gguf file; None = the embedded
     MiniLM), or of ΔW against ``base`` (a fine-tune, or ``model`` a LoRA adapter folder;
     :mod:`.heavy_tail_inputs`): Dataset over (layer, component, metric) with ``value``,
@@ -228,7 +235,8 @@ def score_heavy_tail(model=None, *, base=None, components="all", draws: int | No
     shape (default :data:`rmtbase.baseline.heavy_tail_null.DEFAULT_DRAWS`); ``randomize``:
     rand_distance too (a second SVD per matrix; else NaN); ``esd`` (layer, component, eig): λ
     ascending, NaN-padded; a missing component is NaN / "". ``quantized_null``: the null's
-    storage, as ``score --quantized-null``."""
+    storage, as ``score --quantized-null``. ``read``: :data:`READ` (``components`` "all",
+    ``revision``, ``allow_pickle`` False by default)."""
     from ...baseline.heavy_tail_null import DEFAULT_DRAWS
     from ...checks import check_real
     from ...models import default_model_path
@@ -236,6 +244,10 @@ def score_heavy_tail(model=None, *, base=None, components="all", draws: int | No
     from .heavy_tail_inputs import layer_matrices
 
     check_quantized_null(quantized_null)
+    if unknown := sorted(set(read) - set(READ)):
+        raise InputError(f"score_heavy_tail takes no {', '.join(unknown)}; it reads "
+                         f"{', '.join(READ)}")
+    base, revision = read.get("base"), read.get("revision")
     fdr = check_real("fdr", fdr, 0.0, 1.0, open_min=True, open_max=True)
     draws = DEFAULT_DRAWS if draws is None else int(draws)
     name = _name(model, base, revision)
@@ -244,8 +256,7 @@ def score_heavy_tail(model=None, *, base=None, components="all", draws: int | No
     cells = [(layer, comp, tuple(w.shape), storage, null_storage,
               matrix_metrics(w, seed, randomize))
              for layer, comp, w, storage, null_storage in layer_matrices(
-                 model, base=base, components=components, revision=revision,
-                 allow_pickle=allow_pickle, quantized_null=quantized_null, label=name)]
+                 model, quantized_null=quantized_null, label=name, **read)]
     ds = _scored(cells, draws, seed, progress, fdr)
     ds["value"].attrs.update(long_name="WeightWatcher 0.7.7 metric of the stored matrix",
                              units="1")
