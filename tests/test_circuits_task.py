@@ -1012,7 +1012,7 @@ def test_the_report_page_runs_in_chromium(tmp_path):
     from rmtbase.circuits.task.search import find_task_circuit, summary, write_outputs
     from rmtbase.report.task_report import write_task_report
 
-    res = find_task_circuit(_gpt2(seed=3), _task(n=4, seed=3), top=3)
+    res = find_task_circuit(_gpt2(seed=3), _task(n=4, seed=3), top=3, force=True)
     s = summary(res)
     write_outputs(res, tmp_path / "out", extra=lambda f: write_task_report(
         f, res, s, figures=False))

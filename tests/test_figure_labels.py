@@ -111,7 +111,8 @@ def test_task_report_facts_name_units_and_signs():
     s = {"model": "m", "task": "t", "prompts": 8, "tokens": 5, "metric": "logit_diff",
          "counterfactual": "corrupted", "n_edges": 100, "circuit": c, "confirmed_circuit": c,
          "curve_area": 0.5, "smallest_reaching": {"target": 0.8, "edges": 40},
-         "output_losses": losses, "confirmation": {"rule": RULE_IN_CONTEXT, "in_context": True}}
+         "output_losses": losses, "confirmation": {"rule": RULE_IN_CONTEXT, "in_context": True},
+         "split": {"holdout": 0.5, "fit": 4, "held_out": 4, "in_sample": False}}
     text = _facts(s)
     assert html.escape(RULE_IN_CONTEXT) in text  # the rule the verdicts followed
     assert "-0.200 ± 0.05" in text and "circuit only 1.500 ± 0.1" in text

@@ -149,7 +149,7 @@ def test_the_circuit_searches_write_no_line_over_200_on_a_tiny_random_model(tmp_
     task = tmp_path / ("t" * 230 + ".jsonl")
     write_task(induction_task(4, 5, 40, seed=0), task)
     runs = {"head": ["circuits", model, "--draws", "200"],
-            "task": ["circuits", model, "--task", task, "--top", "3"]}
+            "task": ["circuits", model, "--task", task, "--top", "3", "--force"]}
     capsys.readouterr()
     for name, argv in runs.items():
         out = tmp_path / name
