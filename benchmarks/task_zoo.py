@@ -790,10 +790,19 @@ def suite_folder(zoo: str, name: str, seed: int) -> Path:
 
 
 def suite_main(args) -> int:
-    """``--suite``: :func:`run_task` on every row of :data:`SUITE`, one JSON document."""
-    rows = []
+    """``--suite``: :func:`run_task` on every row of :data:`SUITE` (``--rows``: those named,
+    e.g. ``"mlp3s key"``), one JSON document, rewritten after each row (``complete`` false
+    until the last)."""
+    rows, wanted = [], None if args.rows is None else set(args.rows.split(","))
+    doc = {"benchmark": "task_zoo suite", "prompts": args.prompts, "half": args.half,
+           "seed": args.seed, "ig_samples": args.ig_samples, "methods": args.methods,
+           "metric": "logit_diff", "ablation": "resample (the corrupted prompt)",
+           "target": TARGET, "tie_orders": TIE_ORDERS, "tasks": rows, "complete": False}
     with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
         for label, zoo, name, seed, names in SUITE:
+            names = [t for t in names if wanted is None or f"{label} {t}" in wanted]
+            if not names:
+                continue
             folder = suite_folder(zoo, name, seed)
             vocab = json.loads((folder / "config.json").read_text())["vocab_size"] - 1
             tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix,
@@ -802,10 +811,9 @@ def suite_main(args) -> int:
                 _log(f"{label}")
                 row = run_task(args, folder, tasks[t], Path(tmp))
                 rows.append({**row, "model": label, "task": f"{label} {t}"})
-    doc = {"benchmark": "task_zoo suite", "prompts": args.prompts, "half": args.half,
-           "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
-           "ablation": "resample (the corrupted prompt)", "target": TARGET,
-           "tie_orders": TIE_ORDERS, "tasks": rows}
+                if args.json:
+                    Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    doc["complete"] = True
     print(_table(doc), file=sys.stderr)
     text = json.dumps(doc, indent=1)
     print(text)
@@ -847,6 +855,8 @@ def main(argv=None) -> int:
                         "edges (best_subsets)")
     p.add_argument("--suite", action="store_true",
                    help="every model and task of SUITE in one run, one table")
+    p.add_argument("--rows", default=None, help="with --suite: the rows to run, comma-separated "
+                   "(\"3x4d64 s0 key\"; default all)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     bad = [m for m in args.methods.split(",") if m not in PEER_METHODS]
