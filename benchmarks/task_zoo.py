@@ -789,6 +789,16 @@ def suite_folder(zoo: str, name: str, seed: int) -> Path:
     return Path(trained_folder(name, seed))
 
 
+def _emit(doc: dict, path) -> int:
+    """The table on stderr, the JSON document on stdout and in ``path`` (if given)."""
+    print(_table(doc), file=sys.stderr)
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if path:
+        Path(path).write_text(text + "\n")
+    return 0
+
+
 def suite_main(args) -> int:
     """``--suite``: :func:`run_task` on every row of :data:`SUITE` (``--rows``: those named,
     e.g. ``"mlp3s key"``), one JSON document, rewritten after each row (``complete`` false
@@ -814,12 +824,7 @@ def suite_main(args) -> int:
                 if args.json:
                     Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
     doc["complete"] = True
-    print(_table(doc), file=sys.stderr)
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    return 0
+    return _emit(doc, args.json)
 
 
 def main(argv=None) -> int:
@@ -903,12 +908,7 @@ def main(argv=None) -> int:
                      f"{args.replacement}" if args.half else "zoo",
            "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
            "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": docs}
-    print(_table(doc), file=sys.stderr)
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    return 0
+    return _emit(doc, args.json)
 
 
 if __name__ == "__main__":
