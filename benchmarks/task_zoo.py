@@ -269,7 +269,8 @@ if method == "ACDC":
     from auto_circuit.prune_algos.ACDC import acdc_prune_scores
     ps = acdc_prune_scores(model, dl, None)
 elif method == "SP":  # subnetwork probing: a learned mask, auto-circuit's defaults
-    import torch.optim.adam  # noqa: F401  (auto-circuit 1.0.1 reads t.optim.adam.Adam)
+    import importlib  # auto-circuit 1.0.1 reads t.optim.adam.Adam; torch.optim drops the name
+    t.optim.adam = importlib.import_module("torch.optim.adam")
     from auto_circuit.prune_algos.subnetwork_probing import subnetwork_probing_prune_scores
     t.manual_seed(0)
     ps = subnetwork_probing_prune_scores(model, dl, None)
