@@ -17,6 +17,7 @@ import numpy as np
 
 from ...errors import InputError
 from .counterfactual import DEFAULT_TASK, TASK, check_kind
+from .edge_sets import copies
 from .metric import METRICS, check_metric, metric
 from .prompts import Task
 
@@ -225,11 +226,9 @@ class Runner:
     def _values(self, b: dict, name: str, logits):
         """``(K, n)`` metric ``name`` of a batch of sets' logits ``(K, n, …)`` on batch ``b``."""
         k = logits.shape[0]
-
-        def rep(x):
-            return None if x is None else x.repeat(k, *[1] * (x.ndim - 1))
         flat = logits.reshape(-1, *logits.shape[2:])
-        return metric(name, flat, rep(b["answer"]), rep(b["wrong"]), rep(b["ref"])).view(k, -1)
+        return metric(name, flat, *(copies(b[x], k) for x in ("answer", "wrong", "ref"))
+                      ).view(k, -1)
 
 
 __all__ = ["BATCH", "BATCH_BYTES", "CACHE_BYTES", "COUNTERFACTUALS", "MAX_SETS", "Runner",
