@@ -121,10 +121,9 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     models, revisions, several, components = _plan(args)
     if args.describe:
-        from ..models import default_model_path
         from ..report.heavy_tail_text import describe_lines
 
-        print("\n".join(describe_lines(models[0] if models else default_model_path(), base=args.base,
+        print("\n".join(describe_lines(models[0] if models else None, base=args.base,
                                        components=components, revision=revisions and
                                        revisions[0], allow_pickle=args.allow_pickle)))
         return 0

@@ -109,9 +109,14 @@ def layer_matrices(model, *, base=None, components="all", revision=None,
     return _finetune(model, base, components, revision, allow_pickle)
 
 
-def describe(model, **kw) -> list[tuple]:
+def describe(model=None, **kw) -> list[tuple]:
     """WeightWatcher's ``describe()``: ``(layer, name, rows, cols, storage, null storage)`` of
-    every matrix :func:`layer_matrices` reads (``kw``: its keywords); nothing is computed."""
+    every matrix :func:`layer_matrices` reads of ``model`` (None: the embedded MiniLM, as
+    :func:`.heavy_tail.score_heavy_tail`; ``kw``: its keywords); nothing is computed."""
+    if model is None:
+        from ...models import default_model_path
+
+        model = default_model_path()
     return [(layer, name, *np.shape(w), storage, null)
             for layer, name, w, storage, null in layer_matrices(model, **kw)]
 
