@@ -119,7 +119,10 @@ def test_text_task_tokenised_with_the_models_tokenizer(tmp_path):
 
 def test_shipped_tasks_are_their_generators():
     for name in templates.SHIPPED:
-        assert templates.shipped_path(name).read_text("utf-8") == templates.shipped_text(name)
+        text = templates.shipped_path(name).read_text("utf-8")
+        assert text == templates.shipped_text(name)
+        lines = text.splitlines()
+        assert len(lines) == len(set(lines)) == templates.SHIPPED[name][1], name  # distinct pairs
     t = read_task(templates.shipped_path("induction"))
     half = 8
     assert (t.clean[:, 1:1 + half - 1] == t.clean[:, 1 + half:]).all()

@@ -32,31 +32,44 @@ NOUNS = ("war", "trip", "strike", "drought", "siege", "expedition", "project", "
 YEARS = "The {noun} lasted from the year {cent}{yy:02d} to the year {cent}"
 
 
+def _distinct(draw, n: int) -> list[dict]:
+    """``n`` distinct records from ``draw(i)`` (``i``: the count kept so far); a draw equal to
+    one kept is drawn again, since a repeated pair would count once (:mod:`.taskfile`)."""
+    out, seen = [], set()
+    while len(out) < n:
+        r = draw(len(out))
+        key = (r["clean"], r["corrupted"], r["answer"], r["wrong"])
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def ioi_records(n: int, seed: int) -> list[dict]:
-    """``n`` IOI pairs (module docstring); the subject is first in half of them."""
+    """``n`` distinct IOI pairs (module docstring); the subject is first in half of them."""
     rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
+
+    def draw(i):
         a, b, c, d, e = rng.choice(NAMES, 5, replace=False)
         place, obj = rng.choice(PLACES), rng.choice(OBJECTS)
         first, second = (a, b) if i % 2 else (b, a)
-        clean = IOI.format(a=first, b=second, place=place, s=b, obj=obj)
-        corrupted = IOI.format(a=c, b=d, place=place, s=e, obj=obj)
-        out.append({"clean": clean, "corrupted": corrupted, "answer": f" {a}",
-                    "wrong": f" {b}"})
-    return out
+        return {"clean": IOI.format(a=first, b=second, place=place, s=b, obj=obj),
+                "corrupted": IOI.format(a=c, b=d, place=place, s=e, obj=obj),
+                "answer": f" {a}", "wrong": f" {b}"}
+    return _distinct(draw, n)
 
 
 def greater_than_records(n: int, seed: int) -> list[dict]:
-    """``n`` greater-than pairs (module docstring), start years 20 … 79 of centuries 11 … 19."""
+    """``n`` distinct greater-than pairs (module docstring), start years 20 … 79 of centuries
+    11 … 19."""
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
+
+    def draw(_):
         noun, cent, yy = rng.choice(NOUNS), int(rng.integers(11, 20)), int(rng.integers(20, 80))
-        out.append({"clean": YEARS.format(noun=noun, cent=cent, yy=yy),
-                    "corrupted": YEARS.format(noun=noun, cent=cent, yy=1),
-                    "answer": f"{yy + 10:02d}", "wrong": f"{yy - 10:02d}"})
-    return out
+        return {"clean": YEARS.format(noun=noun, cent=cent, yy=yy),
+                "corrupted": YEARS.format(noun=noun, cent=cent, yy=1),
+                "answer": f"{yy + 10:02d}", "wrong": f"{yy - 10:02d}"}
+    return _distinct(draw, n)
 
 
 def greater_than_digits_records(n: int, seed: int) -> list[dict]:
