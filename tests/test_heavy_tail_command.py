@@ -125,6 +125,12 @@ def test_the_means_null_is_one_draw_per_matrix(tmp_path):
                                np.quantile(null, [0.025, 0.5, 0.975]), rtol=1e-12)
     np.testing.assert_allclose(float(s["summary_value"]),
                                np.mean(ds["value"].sel(metric="alpha").values), rtol=1e-12)
+    # the table's variables carry the one definition scores.nc's heavy_tail_* variables take
+    from rmtbase.report.heavy_tail_report import scores_variables
+
+    nc = scores_variables(ds, ds["layer"].values)
+    for name in ("value", "p_value", "band_units", "xmin", "summary_p"):
+        assert ds[name].attrs == nc[f"heavy_tail_{name}"].attrs and ds[name].attrs["long_name"]
 
 
 def test_matrices_the_metrics_cannot_describe(tmp_path, capsys, tmp_path_factory):

@@ -52,8 +52,9 @@ def frame(ds: xr.Dataset, dim: str | None = None):
 
 
 def netcdf(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` with each variable's CF attributes (:func:`.heavy_tail_report.described`)."""
-    from .heavy_tail_report import described
+    """``ds`` with each variable's CF attributes (:func:`~rmtbase.scoring.matrices.
+    heavy_tail_attrs.described`)."""
+    from ..scoring.matrices.heavy_tail_attrs import described
 
     out = described(ds.copy(), prefix="")
     if "esd" in out:

@@ -241,6 +241,7 @@ def score_heavy_tail(model=None, *, draws: int | None = None, seed: int = 0,
     from ...checks import check_real
     from ...models import default_model_path
     from ...stats.names import check_quantized_null
+    from .heavy_tail_attrs import described
     from .heavy_tail_inputs import layer_matrices
 
     check_quantized_null(quantized_null)
@@ -258,12 +259,7 @@ def score_heavy_tail(model=None, *, draws: int | None = None, seed: int = 0,
              for layer, comp, w, storage, null_storage in layer_matrices(
                  model, quantized_null=quantized_null, label=name, **read)]
     ds = _scored(cells, draws, seed, progress, fdr)
-    ds["value"].attrs.update(long_name="WeightWatcher 0.7.7 metric of the stored matrix",
-                             units="1")
-    ds["p_value"].attrs.update(long_name="two-sided add-one empirical p against the null",
-                               units="1")
-    ds["band_units"].attrs.update(long_name="(value - null median) / half the null's 95% band",
-                                  units="1")
+    described(ds, prefix="")
     ds.attrs.update(
         model=name, draws=int(draws), seed=int(seed), quantized_null=quantized_null,
         fdr=float(fdr), delta="" if base is None else "W - W_base (LoRA: s B A)",
