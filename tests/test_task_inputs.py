@@ -269,7 +269,7 @@ def test_a_composition_of_another_model_of_the_same_shape_is_refused():
 
 def test_evaluate_names_its_metric_and_writes_strict_json(tmp_path, capsys):
     """``--evaluate``: the task's size said first, the metric's name under "metric", the
-    circuit's value under "circuit_metric"; a degenerate task is refused before the model is
+    circuit's value under "circuit_metric"; ``--quiet`` writes nothing to stderr; a degenerate task is refused before the model is
     read; a circuit file with in_graph "false" is refused in one line."""
     from rmtbase.circuits.task.taskfile import write_task
     from rmtbase.cli import main
@@ -288,6 +288,9 @@ def test_evaluate_names_its_metric_and_writes_strict_json(tmp_path, capsys):
     doc = json.loads(out, parse_constant=pytest.fail)
     assert doc["metric"] == "logprob"
     assert isinstance(doc["circuit_metric"], float) and doc["edges"] == 2
+    assert main(["circuits", str(folder), "--task", str(task), "--evaluate", str(circ),
+                 "--quiet"]) == 0
+    assert capsys.readouterr().err == ""  # nor transformers' "Loading weights" bar
     circ.write_text(json.dumps({"edges": {"input->logits": {"in_graph": "false"}}}))
     assert main(["circuits", str(folder), "--task", str(task), "--evaluate", str(circ)]) == 2
     assert "in_graph must be true or false" in capsys.readouterr().err

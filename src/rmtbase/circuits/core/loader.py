@@ -74,6 +74,7 @@ def load_causal_lm(model, *, tokenizer: bool, before=None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from ..._library_bars import no_library_bars
     from ...probe.loader import has_tokenizer_files, locate, one_line
 
     src, kw, name = locate(model, need_tokenizer=False)
@@ -101,8 +102,9 @@ def load_causal_lm(model, *, tokenizer: bool, before=None):
             raise ModelError(f"cannot load the tokenizer of {name}: {one_line(exc)}") from exc
     before(config, tok)
     try:
-        net = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager",
-                                                   dtype=torch.float32, **kw)
+        with no_library_bars():  # transformers' "Loading weights" bar
+            net = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager",
+                                                       dtype=torch.float32, **kw)
     except Exception as exc:
         raise ModelError(f"cannot load {name} as a causal LM: {one_line(exc)}") from exc
     return net.eval(), tok, name
