@@ -654,6 +654,24 @@ def test_a_metric_that_cannot_move_is_refused():
         Scorer(Runner(TaskModel(net), same, batch=4))
 
 
+def test_the_search_settings_are_one_record_checked_before_the_model():
+    """:class:`SearchSettings`: keyword changes land on the record, a bad value or an unknown
+    name is refused in one line before the model is read (its path need not exist)."""
+    from rmtbase.circuits.task import SearchSettings, find_task_circuit
+
+    s = SearchSettings.of(None, holdout=0, top=3)
+    assert (s.holdout, s.top, s.metric) == (0.0, 3, "logit_diff")
+    assert SearchSettings.of(s, force=True) == SearchSettings(holdout=0.0, top=3, force=True)
+    for bad, match in (({"holdout": 0.95}, "holdout"), ({"top": 0}, "top"),
+                       ({"force": 1}, "force is True or False"),
+                       ({"prune_budgte": 1}, "takes no prune_budgte; its settings: metric")):
+        with pytest.raises(InputError, match=match) as err:
+            find_task_circuit("/no/such/model", "/no/such/task.jsonl", **bad)
+        assert "\n" not in str(err.value)
+    with pytest.raises(InputError, match="settings is a SearchSettings"):
+        find_task_circuit("/no/such/model", "/no/such/task.jsonl", {"top": 3})
+
+
 def curve_kept(cur, tm):
     kept = tm.graph.empty()
     kept[cur["order"][:cur["smallest"]]] = True

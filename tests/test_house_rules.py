@@ -41,7 +41,6 @@ OVER = {
     "head/run.py::_receiver_kind": (35, 9),
     "head/run.py::_row": (9, 10),
     "head/run.py::_via_rows": (36, 8),
-    "task/search.py::find_task_circuit": (91, 14),  # + force; prune_* to a settings record
 }
 
 

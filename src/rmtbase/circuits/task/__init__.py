@@ -11,8 +11,10 @@ from ..core.runner import COUNTERFACTUALS
 from .export import auto_circuit_name, circuit_json, read_circuit
 from .nonorm import NoNormModel, NoNormWeights
 from .search import evaluate, find_task_circuit, write_outputs
+from .settings import SearchSettings
 from .taskfile import Task, induction_task, read_task
 
-__all__ = ["COUNTERFACTUALS", "METRICS", "Graph", "NoNormModel", "NoNormWeights", "Task",
-           "TaskModel", "auto_circuit_name", "circuit_json", "evaluate", "find_task_circuit",
-           "induction_task", "read_circuit", "read_task", "write_outputs"]
+__all__ = ["COUNTERFACTUALS", "METRICS", "Graph", "NoNormModel", "NoNormWeights",
+           "SearchSettings", "Task", "TaskModel", "auto_circuit_name", "circuit_json",
+           "evaluate", "find_task_circuit", "induction_task", "read_circuit", "read_task",
+           "write_outputs"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...checks import check_int, check_real
+from ...checks import check_int
 from ...errors import InputError
 from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
@@ -35,16 +35,9 @@ from .confirm import confirm_in_context, confirm_within, stop_rule
 from .losses import output_losses
 from .model_input import input_line
 from .outputs import KIND, summary, write_outputs
+from .settings import HOLDOUT, SearchSettings
 from .taskfile import Task, check_task, distinct_pairs, read_records, tokenise
 from .weights import head_edge_columns, read_composition
-
-#: The most points of an input integral (``steps``, ``prune_steps``) and of the curve's grid.
-MAX_STEPS = 1000
-MAX_POINTS = 1000
-
-#: Fraction of the prompt pairs held out by default (:func:`split`), and its largest value.
-HOLDOUT = 0.5
-MAX_HOLDOUT = 0.9
 
 
 def load(model, task, announce=None):
@@ -116,94 +109,99 @@ def held_out(n: int, holdout: float) -> np.ndarray:
 
 @gives_heap_back
 @in_torch_threads
-def find_task_circuit(model, task, *, metric: str = "logit_diff",
-                      counterfactual: str = DEFAULT_TASK, top: int = 20, points: int = 24,
-                      steps: int | None = None, prune_steps: int = prune.STEPS,
-                      batch: int | None = None,
-                      holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
-                      composition=None, progress: bool = False, force: bool = False) -> dict:
-    """Everything :func:`write_outputs` writes, as a dict (module docstring).
+def find_task_circuit(model, task, settings: SearchSettings | None = None, *, composition=None,
+                      progress: bool = False, **changes) -> dict:
+    """Everything :func:`write_outputs` writes, as a dict (module docstring), run as
+    :class:`.settings.SearchSettings` ``settings`` with ``changes`` says (``metric=``, …).
 
-    The prompts split into a fit and a held-out part (:func:`split`, ``holdout``): edges
-    are ranked on the fit prompts, the curve, the circuit and its faithfulness are measured
-    on the held-out ones. The ranking is pruning in context (:mod:`.prune`: every edge
-    patched exactly, against the circuit being built) where its plan fits ``prune_budget``
-    edge-set × prompt passes, else pruning on integrated gradients in context
-    (:func:`.prune.prune_estimated`, ``prune_steps`` points) and the ranking's top ``top``
-    edges patched exactly. ``progress``: a bar per pass over the prompts on stderr;
-    ``composition``: a composition Dataset or its ``.nc`` file, whose rank, p and q of each
-    head pair stand beside the head-to-head edges (:mod:`.weights`), read before the model.
-    ``steps``: the attribution's (every edge's ``score``). A task the model does not do is
-    refused first (:mod:`.behaviour`) unless ``force``; ``threads=``:
+    The prompts split into a fit and a held-out part (:func:`split`): edges are ranked on the
+    fit prompts, the curve, the circuit and its faithfulness are measured on the held-out ones.
+    A task the model does not do is refused first (:mod:`.behaviour`) unless ``force``.
+    ``progress``: a bar per pass over the prompts on stderr; ``composition``: a composition
+    Dataset or its ``.nc`` file, whose rank, p and q of each head pair stand beside the
+    head-to-head edges (:mod:`.weights`), read before the model; ``threads=``:
     :mod:`rmtbase.probe.threads`."""
-    top = check_int("top", top, 1, MAX_COUNT)
-    points = check_int("points", points, 1, MAX_POINTS)
-    steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
-    prune_steps = check_int("prune_steps", prune_steps, 1, MAX_STEPS)
-    batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
-    holdout = check_real("holdout", holdout, 0.0, MAX_HOLDOUT)
-    prune_budget = check_int("prune_budget", prune_budget, 0, MAX_COUNT)
-    if not isinstance(force, bool):
-        raise InputError(f"force is True or False, got {force!r}")
+    s = SearchSettings.of(settings, **changes)
     comp = None if composition is None else read_composition(composition)
     say = _stage if progress else (lambda text: None)
-    plan = partial(_plan, holdout=holdout, budget=prune_budget, top=top, steps=prune_steps)
+    plan = partial(_plan, holdout=s.holdout, budget=s.prune_budget, top=s.top,
+                   steps=s.prune_steps)
     tm, t, name, described, threads_used = _read(model, task, plan, say, progress)
-    fit_task, held_task = split(t, holdout)
+    fit_task, held_task = split(t, s.holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
-    r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
+    r = Runner(tm, fit_task, metric=s.metric, counterfactual=s.counterfactual, batch=s.batch,
                progress=progress)
-    seen = _behaviour(r, force, say)  # the model does the task, or it is refused here
-    sc = Scorer(r if not holdout else Runner(tm, held_task, metric=metric,
-                                             counterfactual=counterfactual, batch=batch,
-                                             progress=progress))
-    held_seen = measure_behaviour(sc.runner) if holdout else seen  # the curve's denominator
-    steps = default_steps(r.metric) if steps is None else steps
-    n_edges = tm.graph.n_edges
-    say(_split_line(n_edges, fit_task.n, held_task.n if holdout else 0, counterfactual))
+    seen = _behaviour(r, s.force, say)  # the model does the task, or it is refused here
+    sc = Scorer(r if not s.holdout else Runner(tm, held_task, metric=s.metric,
+                                               counterfactual=s.counterfactual, batch=s.batch,
+                                               progress=progress))
+    held_seen = measure_behaviour(sc.runner) if s.holdout else seen  # the curve's denominator
+    steps = default_steps(r.metric) if s.steps is None else s.steps
+    say(_split_line(tm.graph.n_edges, fit_task.n, held_task.n if s.holdout else 0,
+                    s.counterfactual))
     score, se = attribute(r, steps=steps)
-    behaviour, verdicts = seen["behaviour"], None  # m(M) − m(∅) on the fit pairs
-    if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
-        say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
-        pr = prune.prune(r, say=say, stop=stop_rule(behaviour, fit_task.n), behaviour=behaviour)
-        key, patched = pr["key"], np.arange(n_edges)
-        eff, eff_se = pr["clean"], pr["clean_se"]
-        verdicts, confirmed_in = confirm_in_context(r, pr, behaviour), "stopped"
-        method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
-                  "fraction": prune.FRACTION, "tail": prune.TAIL}
-    else:
-        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour) or 1.0,
-                                   say=say, first=(score, se) if steps == prune_steps else None)
-        key, patched = pr["key"], pr["order"][:min(top, n_edges)]
-        eff, eff_se = patch_edges(r, patched)
-        method = {"method": "pruning on integrated gradients", "rounds": pr["rounds"],
-                  "keep": prune.KEEP, "steps": prune_steps, "tail": prune.TAIL}
-    say("the faithfulness curve on the held-out pairs" if holdout else
+    ranked = _rank(r, s, seen["behaviour"], (score, se) if steps == s.prune_steps else None,
+                   say)
+    say("the faithfulness curve on the held-out pairs" if s.holdout else
         "the faithfulness curve on the fit pairs (in-sample)")
-    cur = curve(sc, key, points=points)
+    found = _circuit(r, sc, s, ranked, seen["behaviour"], say)
+    return {"model": name, "task": t, "tm": tm, "metric": s.metric,
+            "counterfactual": s.counterfactual, "score": score, "se": se,
+            "steps": steps, "ranking_method": ranked["method"], "top": s.top,
+            "ranking": ranked["key"],
+            "split": {"holdout": s.holdout, "fit": fit_task.n,
+                      "held_out": held_task.n if s.holdout else 0, "in_sample": not s.holdout},
+            "exact": {int(e): (float(a), float(b)) for e, a, b in zip(
+                ranked["patched"], ranked["eff"], ranked["eff_se"], strict=True)},
+            **found, "columns": columns, "input": described,
+            "behaviour": seen, "held_behaviour": held_seen, "threads": threads_used}
+
+
+def _rank(r, s: SearchSettings, behaviour: float, first, say) -> dict:
+    """The ranking (``key``), the edges patched exactly with their effects (``patched``,
+    ``eff``, ``eff_se``), the method's record and, after pruning in context, the stopped
+    circuit's verdicts (else None); ``first``: the attribution, where it is the estimated
+    pruning's first round."""
+    n_edges, n = r.tm.graph.n_edges, r.task.n
+    if s.prune_budget and prune.fits(n_edges, n, s.prune_budget):
+        say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
+        pr = prune.prune(r, say=say, stop=stop_rule(behaviour, n), behaviour=behaviour)
+        return {"key": pr["key"], "patched": np.arange(n_edges), "eff": pr["clean"],
+                "eff_se": pr["clean_se"], "verdicts": confirm_in_context(r, pr, behaviour),
+                "method": {"method": "pruning in context", "rounds": pr["rounds"],
+                           "sets": pr["sets"], "fraction": prune.FRACTION,
+                           "tail": prune.TAIL}}
+    pr = prune.prune_estimated(r, steps=s.prune_steps, sign=np.sign(behaviour) or 1.0,
+                               say=say, first=first)
+    patched = pr["order"][:min(s.top, n_edges)]
+    eff, eff_se = patch_edges(r, patched)
+    return {"key": pr["key"], "patched": patched, "eff": eff, "eff_se": eff_se,
+            "verdicts": None,
+            "method": {"method": "pruning on integrated gradients", "rounds": pr["rounds"],
+                       "keep": prune.KEEP, "steps": s.prune_steps, "tail": prune.TAIL}}
+
+
+def _circuit(r, sc, s: SearchSettings, ranked: dict, behaviour: float, say) -> dict:
+    """The curve of ``ranked``'s key on the scored pairs, the reported circuit (its smallest
+    top-k reaching 0.8), its output losses, the verdicts (the stopped circuit's, else the
+    reported circuit's top edges each removed from it alone) and the confirmed circuit."""
+    n_edges = r.tm.graph.n_edges
+    cur = curve(sc, ranked["key"], points=s.points)
     k = cur["smallest"] if cur["smallest"] is not None else n_edges
     kept = top_k(cur["order"], k, n_edges)
     ev = evaluate_kept(sc, kept)
     losses = output_losses(sc.runner, kept)
-    if verdicts is None:  # the reported circuit's top edges, each removed from it alone
-        tested = cur["order"][:min(top, k)]
+    verdicts, confirmed_in = ranked["verdicts"], "stopped"
+    if verdicts is None:
+        tested = cur["order"][:min(s.top, k)]
         say(f"confirming the circuit's top {tested.size} edges in its context")
-        d, d_se = (eff[:tested.size], eff_se[:tested.size]) if kept.all() else \
-            patch_edges(r, tested, within=kept)
+        d, d_se = (ranked["eff"][:tested.size], ranked["eff_se"][:tested.size]) \
+            if kept.all() else patch_edges(r, tested, within=kept)
         verdicts, confirmed_in = confirm_within(r, kept, tested, d, d_se, behaviour), "reported"
     confirmed = np.isin(np.arange(n_edges), [e for e, v in verdicts.items() if v["confirmed"]])
-    ev_confirmed = evaluate_kept(sc, confirmed)
-    return {"model": name, "task": t, "tm": tm, "metric": metric,
-            "counterfactual": counterfactual, "score": score, "se": se,
-            "steps": steps, "ranking_method": method, "top": top, "ranking": key,
-            "split": {"holdout": holdout, "fit": fit_task.n,
-                      "held_out": held_task.n if holdout else 0, "in_sample": not holdout},
-            "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
-                                                                      strict=True)},
-            "verdicts": verdicts, "confirmed_in": confirmed_in,
-            "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
-            "output_losses": losses, "columns": columns, "input": described,
-            "behaviour": seen, "held_behaviour": held_seen, "threads": threads_used}
+    return {"verdicts": verdicts, "confirmed_in": confirmed_in, "curve": cur, "kept": kept,
+            "circuit": ev, "confirmed_circuit": evaluate_kept(sc, confirmed),
+            "output_losses": losses}
 
 
 def _plan(config, t, *, holdout: float, budget: int, top: int, steps: int) -> str:
