@@ -41,6 +41,7 @@ PRELOAD = {
     "product-network": ("numpy", "scipy", "mpmath"),
     "compare": ("numpy", "xarray"),
     "probe": ("numpy", "xarray", "torch", "transformers"),
+    "heavy-tail": ("numpy", "scipy", "xarray"),  # JAX only to draw a null not yet cached
 }
 DEFAULT_PRELOAD = ("numpy", "scipy", "xarray", "jax", "jax.devices")
 

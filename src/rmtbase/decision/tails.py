@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 MIN_EXCEEDANCES = 10
 MAX_TAIL = 250
@@ -40,6 +40,8 @@ class _Tail:
     beta: float
 
     def sf(self, excess):
+        from scipy import stats  # here: importing scipy.stats costs ~1 CPU-s
+
         return stats.genpareto.sf(excess, self.xi, loc=0.0, scale=self.beta)
 
 
