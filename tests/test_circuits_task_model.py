@@ -270,7 +270,8 @@ def test_a_task_the_model_does_not_do_is_refused_before_any_search(monkeypatch):
 
 def test_every_line_the_search_says_fits_200_characters(capsys):
     """The refusal's error line at extreme numbers and a long stage line: ≤ 200 characters a
-    row, the stage line wrapped (rows after the first indented), no word lost."""
+    row, the stage line wrapped (rows after the first indented), no word lost, its own line
+    breaks kept."""
     from rmtbase.circuits.task.behaviour import check
     from rmtbase.circuits.task.search import _stage
 
@@ -288,6 +289,13 @@ def test_every_line_the_search_says_fits_200_characters(capsys):
     assert len(err) > 1 and all(len(x) <= 200 for x in err), err
     assert all(x.startswith("  ") for x in err[1:])
     assert " ".join(x.strip() for x in err) == f"rmtbase circuits --task: {words}"
+    # a line break of the text's own (the plan over budget) is kept, never made spaces
+    from rmtbase.circuits.task.prune import plan_line
+
+    _stage(plan_line(123_211, 64, 14, 32))
+    err = capsys.readouterr().err.splitlines()
+    assert err[1].startswith("    pruning on integrated gradients") and "  " not in err[0], err
+    assert all(len(x) <= 200 for x in err)
 
 
 def test_the_command_refuses_it_in_one_line_and_writes_nothing(tmp_path, capsys):

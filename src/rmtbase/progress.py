@@ -74,11 +74,11 @@ def stage(who: str, what: str, *, enabled: bool = True, stream=None) -> None:
     if enabled:
         import textwrap
 
-        text = f"{who}: {what}"
-        if len(text) > STAGE_WIDTH:
-            text = "\n".join(textwrap.wrap(text, STAGE_WIDTH, subsequent_indent="  ",
-                                           break_on_hyphens=False))
-        message(text, stream=stream)
+        rows = []
+        for part in f"{who}: {what}".split("\n"):  # the text's own line breaks kept
+            rows += textwrap.wrap(part, STAGE_WIDTH, subsequent_indent="  ",
+                                  break_on_hyphens=False) if len(part) > STAGE_WIDTH else [part]
+        message("\n".join(rows), stream=stream)
 
 
 #: The widest row of a stage line (every line of the screen within 200 characters).
