@@ -664,7 +664,9 @@ def test_the_search_settings_are_one_record_checked_before_the_model():
     assert SearchSettings.of(s, force=True) == SearchSettings(holdout=0.0, top=3, force=True)
     for bad, match in (({"holdout": 0.95}, "holdout"), ({"top": 0}, "top"),
                        ({"force": 1}, "force is True or False"),
-                       ({"prune_budgte": 1}, "takes no prune_budgte; its settings: metric")):
+                       ({"prune_budgte": 1}, "takes no prune_budgte; its settings: metric"),
+                       ({"metric": "acc"}, "--metric must be one of"),
+                       ({"counterfactual": "noise"}, "noise")):
         with pytest.raises(InputError, match=match) as err:
             find_task_circuit("/no/such/model", "/no/such/task.jsonl", **bad)
         assert "\n" not in str(err.value)

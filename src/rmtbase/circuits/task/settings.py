@@ -7,7 +7,8 @@ from dataclasses import dataclass, fields, replace
 from ...checks import check_int, check_real
 from ...errors import InputError
 from ...limits import MAX_COUNT
-from ..core.counterfactual import DEFAULT_TASK
+from ..core.counterfactual import DEFAULT_TASK, check_kind
+from ..core.metric import check_metric
 from . import prune
 
 #: The most points of an input integral (``steps``, ``prune_steps``) and of the curve's grid.
@@ -44,6 +45,8 @@ class SearchSettings:
         def put(name, value):
             object.__setattr__(self, name, value)
 
+        check_metric(self.metric)  # both before the model is read
+        check_kind(self.counterfactual, task=True)
         put("top", check_int("top", self.top, 1, MAX_COUNT))
         put("points", check_int("points", self.points, 1, MAX_POINTS))
         if self.steps is not None:
