@@ -15,10 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...checks import check_int
 from ...errors import InputError
 from ...files.heap import gives_heap_back
-from ...limits import MAX_COUNT
 from ...probe.threads import fit_threads, in_torch_threads
 from ..core.attribution import attribute, default_steps
 from ..core.counterfactual import DEFAULT_TASK
@@ -257,12 +255,12 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
     ``threads`` as :func:`find_task_circuit`'s."""
     from .export import read_circuit
 
-    batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
+    s = SearchSettings(metric=metric, counterfactual=counterfactual, batch=batch)  # checked
     tm, t, name, described = load_described(model, task)
     fit_threads(tm.hm.layers)
     kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
         np.asarray(edges, dtype=bool)
-    sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
+    sc = Scorer(Runner(tm, t, metric=s.metric, counterfactual=s.counterfactual, batch=s.batch,
                        progress=progress))
     return {"model": name, "task": t.name, "input": described, "metric": metric,
             "counterfactual": counterfactual, **evaluate_kept(sc, kept),
