@@ -2,7 +2,8 @@
 
 :mod:`.null` (one cell), :mod:`.tables` (a (d, d_h) grid), :mod:`.table_file`, :mod:`.cache`
 (:func:`null_table`), :mod:`.sweep` (Dask). ``rmtbase.baseline(d, d_h, ...)`` is
-:func:`rmtbase.baseline.tables.baseline`. Importing this package imports neither JAX nor xarray (its names load on first use)."""
+:func:`rmtbase.baseline.tables.baseline`. Importing this package imports neither JAX nor
+xarray: its names and submodules load on first use."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ __all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str):
+    if name.startswith("__"):  # never a submodule (inspection asks for many)
+        raise AttributeError(name)
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     try:  # a submodule (``rmtbase.baseline.tables``), as an eager package would have it
