@@ -25,7 +25,7 @@ from rmtbase.stats.heavy_tail import (
     norm_metrics,
     powerlaw_fit,
 )
-from rmtbase.stats.heavy_tail_mp import _kde_linear, js_distance, mp_fit, rand_distance
+from rmtbase.stats.heavy_tail_mp import _kde_linear, js_distance, mp_fit, permutation, rand_distance
 
 ROOT = Path(__file__).resolve().parents[1]
 WW_PYTHON = os.environ.get("RMTBASE_WW_PYTHON", "/work/peers-ww/bin/python")
@@ -225,3 +225,14 @@ def test_mpnet_alpha_equal_to_weightwatcher(tmp_path, monkeypatch):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("size", [1, 2, 1537, 589_824])
+def test_permutation_is_numpys_permutation_of_the_keys_data(size):
+    """rand_distance's permutation is ``np.random.default_rng(key_data).permutation(size)``
+    (its docstring), whether given the key or its data: computed here by numpy's own call."""
+    key = jax.random.fold_in(jax.random.key(11), size)
+    seed = np.asarray(jax.random.key_data(key), dtype=np.uint32).ravel().tolist()
+    want = np.random.default_rng(seed).permutation(size)
+    np.testing.assert_array_equal(permutation(key, size), want)
+    np.testing.assert_array_equal(permutation(np.asarray(jax.random.key_data(key)), size), want)

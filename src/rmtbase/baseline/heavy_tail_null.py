@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
+from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -37,16 +38,33 @@ PERMUTATION_TAG = 0x7E7
 _DRAWS_PER_SVD = 8
 
 
-def _draw(cell, i: int, m: int, n: int, storage: str):
-    """Draw ``i`` of the (m, n) matrix null, float32 on the storage's lattice (matrix_null's)."""
+@lru_cache(maxsize=8)
+def _keys_fn(n_tiles: int):
+    """jit of ``(cell, ids (k,)) -> (tile keys (k, n_tiles), permutation key data (k, …))``:
+    draw i's key ``fold_in(cell, i)``, its tiles' ``fold_in(key, t)`` and the permutation's
+    ``fold_in(key, PERMUTATION_TAG)``, for a batch of draws in one call (threefry is exact, so
+    these are the keys one fold_in at a time gives)."""
+    def one(cell, i):
+        key = jax.random.fold_in(cell, i)
+        tiles = jax.vmap(lambda t: jax.random.fold_in(key, t))(jnp.arange(n_tiles))
+        return tiles, jax.random.key_data(jax.random.fold_in(key, PERMUTATION_TAG))
+
+    return jax.jit(jax.vmap(one, in_axes=(None, 0)))
+
+
+def _draws(cell, ids, m: int, n: int, storage: str):
+    """Draws ``ids`` of the (m, n) matrix null, float32 on the storage's lattice (matrix_null's
+    draws: same keys, same tiles), as numpy, and each draw's permutation key data."""
     from ..stats.matrix import tile_rows
     from .matrix_null import _tile_fn
 
-    key = jax.random.fold_in(cell, int(i))
     rows = tile_rows(m, n)
-    tiles = [_tile_fn(r1 - r0, n, storage)(jax.random.fold_in(key, t))
-             for t, (r0, r1) in enumerate(rows)]
-    return key, (tiles[0] if len(tiles) == 1 else jnp.concatenate(tiles, axis=0))
+    tile_keys, perm_keys = _keys_fn(len(rows))(cell, jnp.asarray(list(ids), dtype=jnp.uint32))
+    mats = []
+    for keys in tile_keys:
+        tiles = [_tile_fn(r1 - r0, n, storage)(keys[t]) for t, (r0, r1) in enumerate(rows)]
+        mats.append(np.asarray(tiles[0] if len(tiles) == 1 else jnp.concatenate(tiles, axis=0)))
+    return mats, np.asarray(perm_keys)
 
 
 def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32",
@@ -71,13 +89,10 @@ def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float
     try:
         for lo in range(start, start + n_draws, _DRAWS_PER_SVD):
             ids = range(lo, min(lo + _DRAWS_PER_SVD, start + n_draws))
-            mats, perms = [], []
-            for i in ids:  # float32 draws: permuted before the exact cast to float64
-                key, w = _draw(cell, i, m, n, storage)
-                w = np.asarray(w)
-                perm = permutation(jax.random.fold_in(key, PERMUTATION_TAG), w.size)
-                mats.append(w)
-                perms.append(w.reshape(-1)[perm].reshape(w.shape))
+            mats, keys = _draws(cell, ids, m, n, storage)
+            # float32 draws: permuted before the exact cast to float64
+            perms = [w.reshape(-1)[permutation(key, w.size)].reshape(w.shape)
+                     for w, key in zip(mats, keys, strict=True)]
             spec = matrix_spectrum(mats + perms)
             k = len(mats)
             lam.append(spec[:k])

@@ -120,12 +120,18 @@ def js_distance(lam, lam_rand) -> float:
 
 
 def permutation(key, size: int) -> np.ndarray:
-    """A permutation of ``range(size)`` fixed by the JAX ``key``: numpy's PCG64 seeded with the
-    key's data (``jax.random.permutation`` costs ~1 s at 6·10⁵ entries on one CPU core)."""
+    """A permutation of ``range(size)`` fixed by the JAX ``key`` (or its ``key_data``, uint32):
+    ``np.random.default_rng(seed).permutation(size)`` with the key's data as the PCG64 seed
+    (``jax.random.permutation`` costs ~1 s at 6·10⁵ entries on one CPU core). Computed as the
+    same generator's shuffle of an int32 ``arange``: numpy's 1-d shuffle draws the same bounded
+    integers whatever the item size, so the permutation is that one, in a third less time."""
     import jax
 
-    seed = np.asarray(jax.random.key_data(key), dtype=np.uint32).ravel().tolist()
-    return np.random.default_rng(seed).permutation(int(size))
+    data = key if isinstance(key, np.ndarray) else jax.random.key_data(key)
+    seed = np.asarray(data, dtype=np.uint32).ravel().tolist()
+    out = np.arange(int(size), dtype=np.int32 if size <= np.iinfo(np.int32).max else np.int64)
+    np.random.default_rng(seed).shuffle(out)
+    return out
 
 
 def rand_distance(w, key, lam=None) -> float:
