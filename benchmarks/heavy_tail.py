@@ -103,6 +103,19 @@ def command(models, draws: int, cache: Path, out: Path, runs=("cold", "warm")) -
     return got
 
 
+def command_alpha(out: Path) -> dict[str, float]:
+    """α of every described matrix as the command wrote it (``heavy_tail.nc``, float64),
+    keyed ``L<layer>.<component>`` as :func:`_ours`."""
+    import numpy as np
+    import xarray as xr
+
+    with xr.open_dataset(out / "heavy_tail.nc") as ds:
+        a = ds["value"].sel(metric="alpha").load()
+    return {f"L{int(li)}.{c}": float(a.sel(layer=li, component=c))
+            for li in a["layer"].values for c in a["component"].values
+            if np.isfinite(a.sel(layer=li, component=c))}
+
+
 def trajectory(folder: Path, draws: int) -> None:
     """Train the induction model (module docstring), then its heavy-tail trajectory."""
     from rmtbase.studies._induction_train import Recipe, train
@@ -226,6 +239,7 @@ def main(argv=None) -> int:
                   Path(args.model) if args.model else default_model_path())
         cmd = command([folder] if args.model else [], args.draws, Path(tmp) / "cmd-cache",
                       Path(tmp) / "cmd-out")
+        cmd["alpha"] = command_alpha(Path(tmp) / "cmd-out")
         mats = {f"L{lc.layer}.{name}": np.asarray(w) for lc in load_components(
             folder, components="all") for name, w in lc.matrices.items()}
         npz = Path(tmp) / "m.npz"
@@ -249,6 +263,10 @@ def main(argv=None) -> int:
         print(f"{k:<12} {ww_alpha[k]:>9.4f} {a:>9.4f} {d:>9.1e} {ours['alpha_p'][k]:>9.3f}")
     print(f"max |diff| {max(diffs):.2e} over {len(diffs)} matrices; WW also fits: "
           f"{', '.join(extra)}")
+    both = sorted(set(cmd["alpha"]) & set(ww_alpha))
+    print(f"the command's heavy_tail.nc: alpha of {len(cmd['alpha'])} matrices, max |diff| to "
+          f"WW's {max(abs(cmd['alpha'][k] - ww_alpha[k]) for k in both):.2e} over the "
+          f"{len(both)} both read")
     print(f"null median alpha by component: {ours['null_median_alpha']}")
     n = len(mats)
     if ww_model is not None:
