@@ -110,10 +110,10 @@ def command_alpha(out: Path) -> dict[str, float]:
     import xarray as xr
 
     with xr.open_dataset(out / "heavy_tail.nc") as ds:
-        a = ds["value"].sel(metric="alpha").load()
-    return {f"L{int(li)}.{c}": float(a.sel(layer=li, component=c))
-            for li in a["layer"].values for c in a["component"].values
-            if np.isfinite(a.sel(layer=li, component=c))}
+        a = ds["value"].sel(metric="alpha").transpose("layer", "component").load()
+    return {f"L{int(li)}.{c}": float(v)
+            for li, row in zip(a["layer"].values, a.values, strict=True)
+            for c, v in zip(a["component"].values, row, strict=True) if np.isfinite(v)}
 
 
 def trajectory(folder: Path, draws: int) -> None:

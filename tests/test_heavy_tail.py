@@ -223,10 +223,6 @@ def test_mpnet_alpha_equal_to_weightwatcher(tmp_path, monkeypatch):
     np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-7)
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
-
-
 @pytest.mark.parametrize("size", [1, 2, 1537, 589_824])
 def test_permutation_is_numpys_permutation_of_the_keys_data(size):
     """rand_distance's permutation is ``np.random.default_rng(key_data).permutation(size)``
@@ -237,3 +233,7 @@ def test_permutation_is_numpys_permutation_of_the_keys_data(size):
     data = np.asarray(jax.random.key_data(key))
     np.testing.assert_array_equal(permutation(key, size), want)  # exact: integer permutations
     np.testing.assert_array_equal(permutation(data, size), want)  # exact: integer permutations
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
