@@ -25,7 +25,14 @@ from rmtbase.stats.heavy_tail import (
     norm_metrics,
     powerlaw_fit,
 )
-from rmtbase.stats.heavy_tail_mp import _kde_linear, js_distance, mp_fit, permutation, rand_distance
+from rmtbase.stats.heavy_tail_mp import (
+    _kde_linear,
+    fmin_1d,
+    js_distance,
+    mp_fit,
+    permutation,
+    rand_distance,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 WW_PYTHON = os.environ.get("RMTBASE_WW_PYTHON", "/work/peers-ww/bin/python")
@@ -221,6 +228,51 @@ def test_mpnet_alpha_equal_to_weightwatcher(tmp_path, monkeypatch):
            for la in ds.layer.values for c in ds.component.values}
     assert sorted(got) == sorted(want) and len(want) == 12, (sorted(got), sorted(want))
     np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-7)
+
+
+def _scipy_fmin(f, x0):
+    from scipy import optimize
+
+    got = optimize.fmin(lambda x: f(np.asarray(x).ravel()[0]), x0, full_output=1, disp=False)
+    return float(np.asarray(got[0]).ravel()[0])
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: (x - 3.3) ** 2, abs, lambda x: 1.0, lambda x: np.nan, lambda x: np.sin(5 * x),
+    lambda x: -x, lambda x: np.nan if x > 1 else (x - 1) ** 2],
+    ids=["quadratic", "kink", "flat", "nan", "sine", "unbounded", "nan-above-1"])
+def test_fmin_1d_is_scipys_fmin(f):
+    """fmin_1d takes scipy's Nelder–Mead steps at N = 1, so it ends where ``scipy.optimize.fmin``
+    does: on smooth, kinked, flat, NaN and unbounded functions (the call limit) from six
+    starts, the zero start among them."""
+    import warnings
+
+    for x0 in (0.0, 1.0, -2.5, 1e-9, 7.0, 0.97):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want, got = _scipy_fmin(f, x0), fmin_1d(f, x0)
+        # exact: the same IEEE operations in the same order as scipy's
+        assert got == want or (np.isnan(got) and np.isnan(want)), (x0, got, want)
+
+
+def test_mp_fit_polish_is_scipys_fmin(monkeypatch):
+    """The MP fit of Gaussian, heavy-tailed and spiked spectra of five shapes (Q = 1 among them)
+    is the one scipy's ``fmin`` gives, every key equal."""
+    import rmtbase.stats.heavy_tail_mp as mp
+
+    rng = np.random.default_rng(1)
+    for shape in [(384, 384), (1536, 384), (200, 50), (64, 64), (1000, 999)]:
+        for t in range(3):
+            w = rng.standard_normal(shape)
+            w = w * rng.standard_t(2, size=shape) if t == 1 else w
+            w = w + 0.3 * np.outer(rng.standard_normal(shape[0]),
+                                   rng.standard_normal(shape[1])) if t == 2 else w
+            lam = np.linalg.svd(w, compute_uv=False) ** 2
+            got = mp_fit(lam, *shape)
+            with monkeypatch.context() as m:
+                m.setattr(mp, "fmin_1d", _scipy_fmin)
+                want = mp_fit(lam, *shape)
+            assert got == want, (shape, t, got, want)  # exact: the same steps as scipy's
 
 
 @pytest.mark.parametrize("size", [1, 2, 1537, 589_824])

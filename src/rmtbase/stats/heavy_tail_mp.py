@@ -1,4 +1,4 @@
-"""WeightWatcher's Marchenko–Pastur fit and randomised-spectrum distance, per matrix (numpy, scipy).
+"""WeightWatcher's Marchenko–Pastur fit and randomised-spectrum distance, per matrix (numpy).
 
 Per-matrix functions, not registry records: the MP fit is a grid search with a Nelder–Mead
 polish and the distance needs the matrix's entries, neither a batched function of λ alone.
@@ -9,7 +9,8 @@ MP fit (WeightWatcher 0.7.7 ``mp_fit`` with ``rescale=True``, ``fit_density_with
 linear-kernel KDE of bandwidth 0.1 on 1000 points of [0, max y + 0.5], kept where it exceeds 0.01.
 σ minimises Σ (ρ_MP(y; Q, σ) − KDE(y))² (a residual of 1000 at every point when the MP edges b_±
 miss the KDE's peak or range) by ``scipy.optimize.brute``'s steps over σ ∈ [0.05 s₀, 2 s₀) in
-steps of 0.01 s₀, s₀ = √(x_max)/(1 + Q^{−1/2}), polished by ``fmin``. Then λ₊ = σ²(1 + Q^{−1/2})²,
+steps of 0.01 s₀, s₀ = √(x_max)/(1 + Q^{−1/2}), polished by ``fmin`` (:func:`fmin_1d`).
+Then λ₊ = σ²(1 + Q^{−1/2})²,
 num_spikes = #{x > λ₊ + √(Q^{−1/2} λ₊^{2/3} M^{−2/3})} (a Tracy–Widom margin),
 mp_softrank = λ₊ / x_max (Martin & Mahoney 2021, JMLR 22(165), Sec. 5).
 
@@ -72,12 +73,81 @@ def _residuals(sigmas, xde, yde, xpeak, q):
     return np.where(bad, 1000.0 ** 2 * xde.size, out)
 
 
+def fmin_1d(f, x0: float, tol: float = 1e-4, maxiter: int = 200) -> float:
+    """``scipy.optimize.fmin(f, x0)[0]`` for one variable, step for step: scipy's Nelder–Mead
+    at N = 1 (reflect 1, expand 2, contract ½, shrink ½), its initial simplex ``x0, 1.05 x0``
+    (0.00025 at x0 = 0), its stop ``|Δx| ≤ tol`` and ``|Δf| ≤ tol`` within ``maxiter``
+    iterations and as many calls, its stable sort of the two vertices. Without
+    scipy.optimize's import (about half a second), which a warm heavy-tail run needs for
+    nothing else."""
+    calls = [0]
+
+    def g(x):
+        if calls[0] >= maxiter:
+            raise StopIteration
+        calls[0] += 1
+        return float(f(x))
+
+    x0 = np.float64(x0)
+    sim = [x0, x0 * 1.05 if x0 != 0 else np.float64(0.00025)]
+    fs = [np.inf, np.inf]
+    try:
+        for k in range(2):
+            fs[k] = g(sim[k])
+    except StopIteration:
+        pass
+    _sort(sim, fs)
+    iterations = 1
+    while calls[0] < maxiter and iterations < maxiter:
+        try:
+            if abs(sim[1] - sim[0]) <= tol and abs(fs[0] - fs[1]) <= tol:
+                break
+            _nm_step(g, sim, fs)
+            iterations += 1
+        except StopIteration:
+            pass
+        _sort(sim, fs)
+    return float(sim[0])
+
+
+def _sort(sim, fs) -> None:
+    """numpy's stable argsort of two values (NaN last), applied in place."""
+    if fs[1] < fs[0] or (np.isnan(fs[0]) and not np.isnan(fs[1])):
+        sim.reverse()
+        fs.reverse()
+
+
+def _nm_step(g, sim, fs) -> None:
+    """One Nelder–Mead iteration at N = 1 on ``sim = [best, worst]``, in place, as scipy's
+    (whose ``f < fsim[-2]`` test is ``f < fsim[0]`` at N = 1, never true there)."""
+    xbar = sim[0] / 1
+    xr = 2 * xbar - sim[1]
+    fxr = g(xr)
+    if fxr < fs[0]:
+        xe = 3 * xbar - 2 * sim[1]
+        fxe = g(xe)
+        sim[1], fs[1] = (xe, fxe) if fxe < fxr else (xr, fxr)
+        return
+    if fxr < fs[1]:
+        xc = 1.5 * xbar - 0.5 * sim[1]
+        fxc = g(xc)
+        if fxc <= fxr:
+            sim[1], fs[1] = xc, fxc
+            return
+    else:
+        xcc = 0.5 * xbar + 0.5 * sim[1]
+        fxcc = g(xcc)
+        if fxcc < fs[1]:
+            sim[1], fs[1] = xcc, fxcc
+            return
+    sim[1] = sim[0] + 0.5 * (sim[1] - sim[0])
+    fs[1] = g(sim[1])
+
+
 def mp_fit(lam, m: int, n: int) -> dict:
     """WeightWatcher's MP fit (module docstring) of the spectrum ``lam`` (M values, any order) of
     an (m, n) matrix: ``{sigma_mp, bulk_max, num_spikes, mp_softrank}``; sigma_mp on the mean-1
     scale of x, bulk_max = λ₊ Σλ/M in λ's units (as WW reports them)."""
-    from scipy import optimize
-
     lam = np.sort(np.asarray(lam, dtype=np.float64))
     big, small = max(m, n), min(m, n)
     q = big / small
@@ -95,9 +165,7 @@ def mp_fit(lam, m: int, n: int) -> dict:
     start = grid[np.argmin(_residuals(grid, xde, yde, xpeak, q))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        best = optimize.fmin(_residual, start, args=(xde, yde, xpeak, q), full_output=1,
-                             disp=False)
-    sigma = float(np.asarray(best[0]).ravel()[0])
+        sigma = fmin_1d(lambda s: _residual(s, xde, yde, xpeak, q), start)
     bulk_max = (sigma * (1 + 1 / np.sqrt(q))) ** 2
     tw = 1 / np.sqrt(q) * bulk_max ** (2 / 3) * small ** (-2 / 3)
     return {"sigma_mp": sigma, "bulk_max": bulk_max * np.sum(lam) / lam.size,
