@@ -5,6 +5,7 @@ These tests build small tables by hand (no Monte Carlo), so they check the file 
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,3 +138,34 @@ def test_baseline_checks_out_path_before_computing(tmp_path, monkeypatch):
     monkeypatch.setattr(rmtbase.baseline.tables, "run_cells", no_compute)
     with pytest.raises(TableError, match="nope"):
         rmtbase.baseline.tables.baseline(16, 4, draws=64, out=tmp_path / "nope" / "t.nc", progress=False)
+
+
+def test_netcdf_writer_is_xarrays_file_without_its_scheduler_search(tmp_path):
+    """``files.atomic.to_netcdf`` writes the bytes ``Dataset.to_netcdf`` writes, without the
+    dask.distributed import xarray's scheduler search makes (a fresh process: distributed
+    stays unimported), xarray's own search restored after; a chunked Dataset goes to xarray
+    untouched."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import numpy as np, xarray as xr
+from xarray.backends import locks, writers
+from rmtbase.files.atomic import to_netcdf
+ds = xr.Dataset({"x": (("a", "b"), np.arange(12.0).reshape(3, 4))}, coords={"a": [1, 2, 3]},
+                attrs={"t": "u"})
+before = locks.get_dask_scheduler, writers.get_dask_scheduler
+to_netcdf(ds, sys.argv[1])
+print("distributed" in sys.modules, (locks.get_dask_scheduler, writers.get_dask_scheduler) == before)
+ds.to_netcdf(sys.argv[2])
+to_netcdf(ds.chunk({"a": 1}), sys.argv[3])
+"""
+    paths = [str(tmp_path / f"{k}.nc") for k in ("ours", "xarray", "chunked")]
+    out = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split()
+    assert out == ["False", "True"], out
+    assert Path(paths[0]).read_bytes() == Path(paths[1]).read_bytes()  # exact: the same file, byte for byte
+    with xr.open_dataset(paths[2]) as back:
+        # exact: float64 written and read back, no arithmetic
+        np.testing.assert_array_equal(back["x"].values, np.arange(12.0).reshape(3, 4))

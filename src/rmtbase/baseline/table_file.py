@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TableError
-from ..files.atomic import name_max, tmp_name, write_atomic
+from ..files.atomic import name_max, tmp_name, to_netcdf, write_atomic
 from ..files.cf import decode_table, encode_table
 from ..files.interrupts import deferred, fault_point  # fault_point: the tests' hook
 
@@ -209,7 +209,7 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table", mode: int = 0o6
         enc = {v: {"zlib": True, "complevel": 4, "shuffle": True} for v in ds.data_vars}
         encoded = encode_table(ds)
         encoded.attrs = {**encoded.attrs, CHECKSUM_ATTR: table_checksum(encoded)}
-        encoded.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
+        to_netcdf(encoded, tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
         fault_point("write:data")
         read_table(tmp, checksum=True)
         fault_point("write:verified")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -159,7 +161,36 @@ def write_netcdf(ds, path) -> Path:
     from .cf import without_coordinate_fill
 
     ds = without_coordinate_fill(ds)
-    return write_atomic(path, lambda tmp: ds.to_netcdf(tmp))
+    return write_atomic(path, lambda tmp: to_netcdf(ds, tmp))
+
+
+_NO_DASK = threading.Lock()
+
+
+def _no_scheduler(get=None, collection=None):
+    return None
+
+
+def to_netcdf(ds, path, **kwargs):
+    """``ds.to_netcdf(path, **kwargs)``, the same file. Before it writes, xarray asks dask which
+    scheduler is active, which imports dask.distributed (about 0.5 s) even for numpy data. When
+    no variable is chunked and dask.distributed is not imported (so no client exists), the
+    answer would only pick the kind of lock this process holds while it writes in one thread:
+    xarray is then given ``None`` (no scheduler: a thread lock) without asking, under a lock,
+    for the call alone."""
+    from xarray.backends import locks, writers
+
+    chunked = any(v.chunks is not None for v in ds.variables.values())
+    if chunked or "distributed" in sys.modules or not all(
+            hasattr(m, "get_dask_scheduler") for m in (locks, writers)):
+        return ds.to_netcdf(path, **kwargs)
+    with _NO_DASK:
+        saved = locks.get_dask_scheduler, writers.get_dask_scheduler
+        locks.get_dask_scheduler = writers.get_dask_scheduler = _no_scheduler
+        try:
+            return ds.to_netcdf(path, **kwargs)
+        finally:
+            locks.get_dask_scheduler, writers.get_dask_scheduler = saved
 
 
 def save_figure(fig, path, dpi: int = 100) -> Path:
