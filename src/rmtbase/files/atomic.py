@@ -172,12 +172,9 @@ def _no_scheduler(get=None, collection=None):
 
 
 def to_netcdf(ds, path, **kwargs):
-    """``ds.to_netcdf(path, **kwargs)``, the same file. Before it writes, xarray asks dask which
-    scheduler is active, which imports dask.distributed (about 0.5 s) even for numpy data. When
-    no variable is chunked and dask.distributed is not imported (so no client exists), the
-    answer would only pick the kind of lock this process holds while it writes in one thread:
-    xarray is then given ``None`` (no scheduler: a thread lock) without asking, under a lock,
-    for the call alone."""
+    """``ds.to_netcdf(path, **kwargs)``, the same file, without xarray's scheduler query (which
+    imports dask.distributed, about 0.5 s) when no variable is chunked and no client can exist:
+    the answer would only pick this process's lock kind; ``None`` is given, for the call alone."""
     from xarray.backends import locks, writers
 
     chunked = any(v.chunks is not None for v in ds.variables.values())

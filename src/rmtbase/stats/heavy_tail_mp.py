@@ -74,12 +74,9 @@ def _residuals(sigmas, xde, yde, xpeak, q):
 
 
 def fmin_1d(f, x0: float, tol: float = 1e-4, maxiter: int = 200) -> float:
-    """``scipy.optimize.fmin(f, x0)[0]`` for one variable, step for step: scipy's Nelder–Mead
-    at N = 1 (reflect 1, expand 2, contract ½, shrink ½), its initial simplex ``x0, 1.05 x0``
-    (0.00025 at x0 = 0), its stop ``|Δx| ≤ tol`` and ``|Δf| ≤ tol`` within ``maxiter``
-    iterations and as many calls, its stable sort of the two vertices. Without
-    scipy.optimize's import (about half a second), which a warm heavy-tail run needs for
-    nothing else."""
+    """``scipy.optimize.fmin(f, x0)[0]`` for one variable, step for step (its simplex
+    ``x0, 1.05 x0``, coefficients 1, 2, ½, ½, stop rule, call limit and stable sort), without
+    scipy.optimize's half-second import."""
     calls = [0]
 
     def g(x):
@@ -118,8 +115,7 @@ def _sort(sim, fs) -> None:
 
 
 def _nm_step(g, sim, fs) -> None:
-    """One Nelder–Mead iteration at N = 1 on ``sim = [best, worst]``, in place, as scipy's
-    (whose ``f < fsim[-2]`` test is ``f < fsim[0]`` at N = 1, never true there)."""
+    """One scipy Nelder–Mead iteration at N = 1 on ``sim = [best, worst]``, in place."""
     xbar = sim[0] / 1
     xr = 2 * xbar - sim[1]
     fxr = g(xr)
