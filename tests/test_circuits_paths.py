@@ -1,0 +1,85 @@
+"""Path patching as edge states of the task graph's forward (rmtbase.circuits.core.paths): the
+via-MLP change of the frozen-state forward (a head's MLP edges counterfactual, every head between
+frozen at its clean output) equals :class:`rmtbase.circuits.core.mlp_path.MLPPaths`' hooked
+transformers forward, source by source, under zero and mean counterfactuals, on a GPT-2, a GQA
+Llama, a post-norm Gemma-3 and a parallel GPT-NeoX (whose via-MLP path starts a layer later).
+Random-weight models from configs (projections ×4, so attention is peaked), no network."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from rmtbase.circuits.core.capture import capture  # noqa: E402
+from rmtbase.circuits.core.counterfactual import Counterfactual  # noqa: E402
+from rmtbase.circuits.core.forward import TaskModel  # noqa: E402
+from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.core.mlp_path import MLPPaths  # noqa: E402
+from rmtbase.circuits.core.paths import GraphPaths, via_mlp_edges  # noqa: E402
+from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
+
+SIZE = dict(num_hidden_layers=3, num_attention_heads=4, hidden_size=32, intermediate_size=48,
+            vocab_size=40, max_position_embeddings=64, attn_implementation="eager")
+SOURCES = [(0, 1), (1, 2), (0, 3)]
+
+
+def _net(kind: str):
+    torch.manual_seed(3)
+    if kind == "gpt2":
+        net = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=3, n_head=4, n_embd=32, vocab_size=40, n_positions=64,
+            attn_implementation="eager"))
+    elif kind == "llama":
+        net = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2,
+                                                                     **SIZE))
+    elif kind == "gemma3":
+        net = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
+            num_key_value_heads=2, head_dim=8, **SIZE))
+    else:
+        net = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**SIZE))
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if p.ndim == 2 and not any(e in name for e in ("emb", "wte", "wpe")):
+                p.mul_(4.0)
+    return net.eval()
+
+
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3", "gpt_neox"])
+def test_the_frozen_state_forward_is_mlp_paths_via_mlp_change(kind, ablation):
+    net = _net(kind)
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=6, batch=5, seed=1)
+    cap, _ = capture(hm, seqs, progress=False)
+    paths = MLPPaths(hm, seqs, cap)
+    how = None if ablation == "zero" else (Counterfactual(ablation, seqs.n), 0)
+    want = paths.changes(SOURCES, [2], how)
+    tm = TaskModel(net)
+    deltas = None if how is None else {src: paths._share(*src, how) for src in SOURCES}
+    got = GraphPaths(tm, tm.embed(seqs.ids)).changes(SOURCES, [2], deltas)
+    for src in SOURCES:
+        w, g = want[src][2], got[src][2]
+        scale = float(w.abs().max())
+        if kind == "gpt_neox" and src[0] == 1:  # parallel: no MLP between layers 1 and 2
+            assert scale < 1e-6
+        else:
+            assert scale > 1e-2, (src, scale)
+        # float32 sums in another order; GPT-2's MLP as torch's fused tanh GELU
+        assert float((g - w).abs().max()) <= 1e-5 * max(scale, 1.0), (src, scale)
+
+
+def test_via_mlp_edges_are_the_sources_mlp_edges_and_the_heads_between():
+    """Source a0.h1 into layer 2 of a sequential 3-layer graph: its edges into m0 and m1
+    counterfactual, every edge out of layer 1's heads removed (frozen), nothing else."""
+    from rmtbase.circuits.core.graph import Graph
+
+    g = Graph(3, 4)
+    kept, frozen = via_mlp_edges(g, (0, 1), 2)
+    names = g.edge_names()
+    removed = {names[i] for i in range(g.n_edges) if not kept[i]}
+    between = {f"a1.h{h}" for h in range(4)}
+    want = {"a0.h1->m0", "a0.h1->m1"} | {n for n in names if n.split("->")[0] in between}
+    assert removed == want
+    assert [g.senders[i] for i in frozen] == sorted(between)
