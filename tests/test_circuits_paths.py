@@ -55,31 +55,32 @@ def test_the_frozen_state_forward_is_mlp_paths_via_mlp_change(kind, ablation):
     cap, _ = capture(hm, seqs, progress=False)
     paths = MLPPaths(hm, seqs, cap)
     how = None if ablation == "zero" else (Counterfactual(ablation, seqs.n), 0)
-    want = paths.changes(SOURCES, [2], how)
+    want = paths.changes(SOURCES, [1, 2], how)
     tm = TaskModel(net)
     deltas = None if how is None else {src: paths._share(*src, how) for src in SOURCES}
-    got = GraphPaths(tm, tm.embed(seqs.ids)).changes(SOURCES, [2], deltas)
-    for src in SOURCES:
-        w, g = want[src][2], got[src][2]
+    got = GraphPaths(tm, tm.embed(seqs.ids)).changes(SOURCES, [1, 2], deltas)
+    for src, layer in [(src, layer) for src in SOURCES for layer in (1, 2) if layer > src[0]]:
+        w, g = want[src][layer], got[src][layer]
         scale = float(w.abs().max())
-        if kind == "gpt_neox" and src[0] == 1:  # parallel: no MLP between layers 1 and 2
+        if kind == "gpt_neox" and layer == src[0] + 1:  # parallel: the path starts a layer on
             assert scale < 1e-6
         else:
             assert scale > 1e-2, (src, scale)
         # float32 sums in another order; GPT-2's MLP as torch's fused tanh GELU
-        assert float((g - w).abs().max()) <= 1e-5 * max(scale, 1.0), (src, scale)
+        assert float((g - w).abs().max()) <= 1e-5 * max(scale, 1.0), (src, layer, scale)
 
 
 def test_via_mlp_edges_are_the_sources_mlp_edges_and_the_heads_between():
-    """Source a0.h1 into layer 2 of a sequential 3-layer graph: its edges into m0 and m1
-    counterfactual, every edge out of layer 1's heads removed (frozen), nothing else."""
+    """Source a0.h1 of a sequential 3-layer graph: its edges into m0, m1 and m2
+    counterfactual, every edge out of layers 1 and 2's heads removed (frozen), nothing else."""
     from rmtbase.circuits.core.graph import Graph
 
     g = Graph(3, 4)
-    kept, frozen = via_mlp_edges(g, (0, 1), 2)
+    kept, frozen = via_mlp_edges(g, (0, 1))
     names = g.edge_names()
     removed = {names[i] for i in range(g.n_edges) if not kept[i]}
-    between = {f"a1.h{h}" for h in range(4)}
-    want = {"a0.h1->m0", "a0.h1->m1"} | {n for n in names if n.split("->")[0] in between}
+    between = {f"a{j}.h{h}" for j in (1, 2) for h in range(4)}
+    want = {"a0.h1->m0", "a0.h1->m1", "a0.h1->m2"} | {n for n in names
+                                                        if n.split("->")[0] in between}
     assert removed == want
     assert [g.senders[i] for i in frozen] == sorted(between)
