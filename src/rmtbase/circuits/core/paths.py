@@ -41,9 +41,10 @@ class GraphPaths:
     def __init__(self, tm, emb):
         self.tm, self.emb = tm, emb
         g = tm.graph
-        clean = tm.run(emb, cf=[0.0] * len(g.senders), kept=g.full(), record=True)
-        self.outs = clean["outs"]
-        self._clean = {si: st["resid"] for si, st in enumerate(clean["checkpoint"]["stages"])}
+        self.outs = tm.run(emb)["outs"]
+        # recorded with every sender's clean output as its counterfactual: resumable
+        self._ck = tm.run(emb, cf=self.outs, kept=g.full(), record=True)["checkpoint"]
+        self._clean = {si: st["resid"] for si, st in enumerate(self._ck["stages"])}
 
     def _stage(self, layer: int) -> int:
         return next(i for i, st in enumerate(self.tm.graph.stages)
@@ -62,11 +63,13 @@ class GraphPaths:
             d = deltas.get((m, s))
             cf[i] = self.outs[i] * 0 if d is None else self.outs[i] - d
         kept = EdgeSets(np.stack([k for k, _ in sets]), g.n_edges)
-        ck = self.tm.run(self.emb, cf=cf, kept=kept, record=True)["checkpoint"]
+        first = self._stage(m)  # layers before m are the clean run's
+        ck = self.tm.run(self.emb, cf=cf, kept=kept, record=True,
+                         resume=(self._ck, first))["checkpoint"]
         out = {(m, s): {} for s in heads}
         for l in (l for l in layers if l > m):
             si = self._stage(l)
-            st = ck["stages"][si]
+            st = ck["stages"][si - first]
             x = st["resid"] - ck["buffer"][[f for f in frozen if f < st["n_out"]]].sum(0)
             for k, s in enumerate(heads):
                 out[(m, s)][l] = x[k * n:(k + 1) * n] - self._clean[si]
