@@ -26,13 +26,10 @@ Gemma-2's final logit soft-cap is applied. Residual multipliers (Granite) are re
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 from ...errors import InputError, ModelError
-from .edge_sets import EdgeSets, copies
-from .edge_sets import delta as edge_delta
+from .edge_sets import EdgeSets
 from .families import check_family
 from .graph import Graph
 from .heads import HeadModel
@@ -149,48 +146,6 @@ class TaskModel:
         return x[:, -1]
 
     # the graph forward ---------------------------------------------------------------------
-    def _inputs(self, resid, dsum, st, diffs, removed, leaves, sets=None):
-        """``(R, n, T, d)`` the stage's receiver inputs (module docstring): ``x − Σ_removed
-        (o_s − c_s)``, or where fewer edges are kept than removed the same as ``x − D +
-        Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``).
-        ``diffs(cols)``: ``(len(cols), n·T·d)`` the senders' ``o_s − c_s``. Only the receivers
-        with a sparse-side edge are summed, as one matrix product. ``sets``: ``removed`` is
-        ``(R, S, K)``, a column per edge set (:meth:`run_sets`)."""
-        import torch
-
-        r_count = len(st.receivers)
-        if removed is None:
-            x = resid.expand(r_count, *resid.shape)
-        else:
-            keep = ~removed
-            sparse, sign = (keep, 1.0) if keep.sum() < removed.sum() else (removed, -1.0)
-            base = resid - dsum if sign > 0 else resid
-            x = base.expand(r_count, *resid.shape)
-            other = tuple(range(2, sparse.ndim))  # positions (one set) or sets (a batch)
-            rows = np.flatnonzero(sparse.any((1, *other)))
-            if rows.size:
-                cols = np.flatnonzero(sparse.any((0, *other)))
-                diff = diffs(cols)
-                w = torch.as_tensor(sparse[np.ix_(rows, cols)], dtype=diff.dtype)
-                if other and sets:  # Σ_s w[r, s, k] (o_s − c_s)[k-th set's prompts]
-                    upd = torch.einsum("rck,ckm->rkm", w, diff.view(cols.size, sets, -1))
-                    upd = upd.reshape(rows.size, *resid.shape)
-                elif other:  # Σ_s w[r, s, t] (o_s − c_s)[n, t, :]
-                    upd = torch.einsum("rct,cntd->rntd", w, diff.view(cols.size, *resid.shape))
-                else:
-                    upd = (w @ diff).view(rows.size, *resid.shape)
-                if rows.size == r_count:
-                    x = x + upd if sign > 0 else x - upd
-                else:
-                    x = x.clone().index_add_(0, torch.as_tensor(rows), upd, alpha=sign)
-        if leaves is not None:  # ∂m/∂x kept on x itself: no zero leaf, no materialised sum
-            if x.requires_grad:
-                x.retain_grad()
-            else:
-                x = x.detach().requires_grad_()
-            leaves.append(x)
-        return x
-
     def run(self, emb, *, cf=None, kept=None, grad: bool = False, record: bool = False,
             resume=None):
         """One graph forward from embeddings ``emb`` ``(n, T, d)``: ``{"logits"`` ``(n, V)`` at
@@ -211,102 +166,26 @@ class TaskModel:
         (its ``"outs"`` are ``None`` before that stage)."""
         import torch
 
-        g, hm = self.graph, self.hm
+        from .stages import Pass
+
         sets = kept.k if isinstance(kept, EdgeSets) else None
         blocks = None if kept is None else self._blocks(kept, cf, emb.shape[1])
         if (record or resume is not None) and (blocks is None or grad):
             raise InputError("record and resume need an edge set and no gradient")
-        leaves = [] if grad else None
-        n_send = len(g.senders)
-        emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
-        delta = partial(edge_delta, sets=sets)
-        buf = None
-        if blocks is not None and not grad:
-            buf = torch.empty((n_send, *emb.shape), dtype=emb.dtype)
-
-        if buf is not None:
-            def diffs(cols):
-                flat = buf[:st.n_senders].reshape(st.n_senders, -1)
-                return flat if cols.size == st.n_senders else flat[torch.as_tensor(cols)]
-        else:
-            def diffs(cols):
-                return torch.stack([delta(outs[int(s)], cf[int(s)]) for s in cols]).flatten(1)
-
-        H = hm.n_heads
-        first = 0
-        if resume is not None:
-            ck, first = resume
-            state = ck["stages"][first]
-            resid, mlp_resid, dsum, mlp_dsum = (copies(state[k], sets) for k in (
-                "resid", "mlp_resid", "dsum", "mlp_dsum"))
-            n_out = state["n_out"]
-            buf[:n_out] = copies(ck["buffer"][:n_out], sets, axis=1)
-            outs = [None] * n_out
-        else:
-            outs, n_out = [emb], 1
-            resid = mlp_resid = emb
-            dsum = mlp_dsum = None
-            if blocks is not None:  # Σ (o_s − c_s) over senders so far
-                dsum = delta(emb, cf[0])
-                if buf is not None:
-                    buf[0] = dsum
+        run = Pass(self, emb, cf, blocks, sets, grad)
+        first = run.start(resume)
         stages = [] if record else None
         ctx = torch.enable_grad() if grad else torch.no_grad()
         with ctx:
-            for si in range(first, len(g.stages)):
-                st = g.stages[si]
+            for si in range(first, len(self.graph.stages)):
+                st = self.graph.stages[si]
                 if record:
-                    stages.append({"resid": resid, "mlp_resid": mlp_resid, "dsum": dsum,
-                                   "mlp_dsum": mlp_dsum, "n_out": n_out})
+                    stages.append(run.state())
                 rem = None if blocks is None or not blocks[si].any() else blocks[si]
-                if st.kind == "attn":
-                    li = st.layer
-                    x = self._inputs(resid, dsum, st, diffs, rem, leaves, sets)
-                    xn = hm.norm(li)(x)
-                    zs = []
-                    for h in range(H):
-                        q = hm.query(li, h, xn[h])
-                        k = hm.key(li, h, xn[H + h])
-                        v = hm.value(li, h, xn[2 * H + h])
-                        zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
-                    new, b = self._head_outputs(li, zs)
-                    attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
-                    mlp_dsum = dsum
-                    if dsum is not None:
-                        heads = [delta(o, c) for o, c in zip(new, cf[n_out:n_out + H],
-                                                             strict=True)]
-                        if buf is not None:
-                            for j, dh in enumerate(heads):
-                                buf[n_out + j] = dh
-                        dsum = dsum + sum(heads)
-                        mlp_dsum = mlp_dsum if self.parallel else dsum
-                    outs += new
-                    n_out += H
-                    mlp_resid = resid if self.parallel else resid + attn_sum
-                    resid = resid + attn_sum
-                elif st.kind == "mlp":
-                    li = st.layer
-                    x = self._inputs(mlp_resid, mlp_dsum, st, diffs, rem, leaves, sets)
-                    y = self.mlps[li](self.mlp_norms[li](x[0]))
-                    y = y[0] if isinstance(y, tuple) else y
-                    if self.mlp_posts[li] is not None:
-                        y = self.mlp_posts[li](y)
-                    if dsum is not None:
-                        dy = delta(y, cf[n_out])
-                        if buf is not None:
-                            buf[n_out] = dy
-                        dsum = dsum + dy
-                    outs.append(y)
-                    n_out += 1
-                    resid = resid + y
-                else:
-                    x = self._inputs(resid, dsum, st, diffs, rem, leaves, sets)
-                    logits = self.head(self.final(self.readout(x[0])))
-                    if self.softcap:
-                        logits = torch.tanh(logits / self.softcap) * self.softcap
-        out = {"logits": logits, "outs": outs, "leaves": leaves}
+                run.stage(st, rem)
+        out = {"logits": run.logits, "outs": run.outs, "leaves": run.leaves}
         if record:
-            out["checkpoint"] = {"stages": stages, "buffer": buf}
+            out["checkpoint"] = {"stages": stages, "buffer": run.buf}
         return out
 
     def _blocks(self, kept, cf, positions: int):

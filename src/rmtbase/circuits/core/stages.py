@@ -1,0 +1,178 @@
+"""One run of the task graph's forward (:meth:`.forward.TaskModel.run`), a stage at a time: the
+running residuals (``resid``; ``mlp_resid``, what a layer's MLP reads), the sums of the senders'
+``o_s − c_s`` so far (``dsum``, ``mlp_dsum``), each sender's own in one buffer, and the
+receivers' inputs of a stage (:func:`receiver_inputs`)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from .edge_sets import copies
+from .edge_sets import delta as edge_delta
+
+
+def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
+    """``(R, n, T, d)`` the stage's receiver inputs (:mod:`.forward`): ``x − Σ_removed
+    (o_s − c_s)``, or where fewer edges are kept than removed the same as ``x − D +
+    Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``).
+    ``diffs(cols)``: ``(len(cols), n·T·d)`` the senders' ``o_s − c_s``. Only the receivers
+    with a sparse-side edge are summed, as one matrix product. ``sets``: ``removed`` is
+    ``(R, S, K)``, a column per edge set (:meth:`.forward.TaskModel.run_sets`)."""
+    import torch
+
+    r_count = len(st.receivers)
+    if removed is None:
+        x = resid.expand(r_count, *resid.shape)
+    else:
+        keep = ~removed
+        sparse, sign = (keep, 1.0) if keep.sum() < removed.sum() else (removed, -1.0)
+        base = resid - dsum if sign > 0 else resid
+        x = base.expand(r_count, *resid.shape)
+        other = tuple(range(2, sparse.ndim))  # positions (one set) or sets (a batch)
+        rows = np.flatnonzero(sparse.any((1, *other)))
+        if rows.size:
+            cols = np.flatnonzero(sparse.any((0, *other)))
+            diff = diffs(cols)
+            w = torch.as_tensor(sparse[np.ix_(rows, cols)], dtype=diff.dtype)
+            if other and sets:  # Σ_s w[r, s, k] (o_s − c_s)[k-th set's prompts]
+                upd = torch.einsum("rck,ckm->rkm", w, diff.view(cols.size, sets, -1))
+                upd = upd.reshape(rows.size, *resid.shape)
+            elif other:  # Σ_s w[r, s, t] (o_s − c_s)[n, t, :]
+                upd = torch.einsum("rct,cntd->rntd", w, diff.view(cols.size, *resid.shape))
+            else:
+                upd = (w @ diff).view(rows.size, *resid.shape)
+            if rows.size == r_count:
+                x = x + upd if sign > 0 else x - upd
+            else:
+                x = x.clone().index_add_(0, torch.as_tensor(rows), upd, alpha=sign)
+    if leaves is not None:  # ∂m/∂x kept on x itself: no zero leaf, no materialised sum
+        if x.requires_grad:
+            x.retain_grad()
+        else:
+            x = x.detach().requires_grad_()
+        leaves.append(x)
+    return x
+
+
+class Pass:
+    """The state of one forward of ``tm`` (:class:`.forward.TaskModel`) from ``emb`` with
+    counterfactual outputs ``cf``, removed-edge ``blocks`` (None: every edge kept), ``sets``
+    edge sets (None: one), ``grad`` (each stage's inputs kept as ``leaves``)."""
+
+    def __init__(self, tm, emb, cf, blocks, sets, grad: bool):
+        import torch
+
+        self.tm, self.cf, self.blocks, self.sets = tm, cf, blocks, sets
+        self.leaves = [] if grad else None
+        self.emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
+        self.delta = partial(edge_delta, sets=sets)
+        self.buf = self.logits = None
+        if blocks is not None and not grad:
+            self.buf = torch.empty((len(tm.graph.senders), *self.emb.shape),
+                                   dtype=self.emb.dtype)
+
+    def diffs(self, st, cols):
+        """``(len(cols), n·T·d)``: senders ``cols``' ``o_s − c_s`` (of ``st``'s senders)."""
+        import torch
+
+        if self.buf is not None:
+            flat = self.buf[:st.n_senders].reshape(st.n_senders, -1)
+            return flat if cols.size == st.n_senders else flat[torch.as_tensor(cols)]
+        return torch.stack([self.delta(self.outs[int(s)], self.cf[int(s)])
+                            for s in cols]).flatten(1)
+
+    def start(self, resume) -> int:
+        """Set the state at the first stage (``resume``: a recorded one); that stage."""
+        if resume is not None:
+            ck, first = resume
+            state = ck["stages"][first]
+            self.resid, self.mlp_resid, self.dsum, self.mlp_dsum = (copies(state[k], self.sets)
+                                                                    for k in ("resid",
+                                                                              "mlp_resid",
+                                                                              "dsum",
+                                                                              "mlp_dsum"))
+            self.n_out = state["n_out"]
+            self.buf[:self.n_out] = copies(ck["buffer"][:self.n_out], self.sets, axis=1)
+            self.outs = [None] * self.n_out
+            return first
+        self.outs, self.n_out = [self.emb], 1
+        self.resid = self.mlp_resid = self.emb
+        self.dsum = self.mlp_dsum = None
+        if self.blocks is not None:  # Σ (o_s − c_s) over senders so far
+            self.dsum = self.delta(self.emb, self.cf[0])
+            if self.buf is not None:
+                self.buf[0] = self.dsum
+        return 0
+
+    def state(self) -> dict:
+        """The state at a stage's start, as a record holds it."""
+        return {"resid": self.resid, "mlp_resid": self.mlp_resid, "dsum": self.dsum,
+                "mlp_dsum": self.mlp_dsum, "n_out": self.n_out}
+
+    def stage(self, st, rem) -> None:
+        """Run stage ``st`` with its removed block ``rem`` (None: nothing removed)."""
+        {"attn": self._attn, "mlp": self._mlp}.get(st.kind, self._logits)(st, rem)
+
+    def _in(self, resid, dsum, st, rem):
+        return receiver_inputs(resid, dsum, st, partial(self.diffs, st), rem, self.leaves,
+                               self.sets)
+
+    def _attn(self, st, rem) -> None:
+        import torch
+
+        tm, hm, li = self.tm, self.tm.hm, st.layer
+        H = hm.n_heads
+        x = self._in(self.resid, self.dsum, st, rem)
+        xn = hm.norm(li)(x)
+        zs = []
+        for h in range(H):
+            q = hm.query(li, h, xn[h])
+            k = hm.key(li, h, xn[H + h])
+            v = hm.value(li, h, xn[2 * H + h])
+            zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
+        new, b = tm._head_outputs(li, zs)
+        attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
+        self.mlp_dsum = self.dsum
+        if self.dsum is not None:
+            heads = [self.delta(o, c) for o, c in zip(new, self.cf[self.n_out:self.n_out + H],
+                                                      strict=True)]
+            if self.buf is not None:
+                for j, dh in enumerate(heads):
+                    self.buf[self.n_out + j] = dh
+            self.dsum = self.dsum + sum(heads)
+            self.mlp_dsum = self.mlp_dsum if tm.parallel else self.dsum
+        self.outs += new
+        self.n_out += H
+        self.mlp_resid = self.resid if tm.parallel else self.resid + attn_sum
+        self.resid = self.resid + attn_sum
+
+    def _mlp(self, st, rem) -> None:
+        tm, li = self.tm, st.layer
+        x = self._in(self.mlp_resid, self.mlp_dsum, st, rem)
+        y = tm.mlps[li](tm.mlp_norms[li](x[0]))
+        y = y[0] if isinstance(y, tuple) else y
+        if tm.mlp_posts[li] is not None:
+            y = tm.mlp_posts[li](y)
+        if self.dsum is not None:
+            dy = self.delta(y, self.cf[self.n_out])
+            if self.buf is not None:
+                self.buf[self.n_out] = dy
+            self.dsum = self.dsum + dy
+        self.outs.append(y)
+        self.n_out += 1
+        self.resid = self.resid + y
+
+    def _logits(self, st, rem) -> None:
+        import torch
+
+        tm = self.tm
+        x = self._in(self.resid, self.dsum, st, rem)
+        logits = tm.head(tm.final(tm.readout(x[0])))
+        if tm.softcap:
+            logits = torch.tanh(logits / tm.softcap) * tm.softcap
+        self.logits = logits
+
+
+__all__ = ["Pass", "receiver_inputs"]
