@@ -147,7 +147,7 @@ class TaskModel:
 
     # the graph forward ---------------------------------------------------------------------
     def run(self, emb, *, cf=None, kept=None, grad: bool = False, record: bool = False,
-            resume=None):
+            resume=None, frozen=None):
         """One graph forward from embeddings ``emb`` ``(n, T, d)``: ``{"logits"`` ``(n, V)`` at
         the last position (:meth:`readout`), ``"outs"`` the senders' outputs, ``"leaves"``
         (``grad``: each stage's ``(R, n, T, d)`` receiver inputs, their ``.grad`` kept after a
@@ -163,7 +163,8 @@ class TaskModel:
         at ``stage`` from a recorded run of the same ``emb`` and ``cf`` (with every edge kept,
         or any edge set), exactly as a run whose ``kept`` equals the recorded run's before
         ``stage`` would compute it
-        (its ``"outs"`` are ``None`` before that stage)."""
+        (its ``"outs"`` are ``None`` before that stage). ``frozen``, ``"attn_sums"``: see
+        :class:`.stages.Pass`."""
         import torch
 
         from .stages import Pass
@@ -173,6 +174,7 @@ class TaskModel:
         if (record or resume is not None) and (blocks is None or grad):
             raise InputError("record and resume need an edge set and no gradient")
         run = Pass(self, emb, cf, blocks, sets, grad)
+        run.frozen = frozen or {}
         first = run.start(resume)
         stages = [] if record else None
         ctx = torch.enable_grad() if grad else torch.no_grad()
@@ -183,7 +185,8 @@ class TaskModel:
                     stages.append(run.state())
                 rem = None if blocks is None or not blocks[si].any() else blocks[si]
                 run.stage(st, rem)
-        out = {"logits": run.logits, "outs": run.outs, "leaves": run.leaves}
+        out = {"logits": run.logits, "outs": run.outs, "leaves": run.leaves,
+               "attn_sums": run.attn_sums}
         if record:
             out["checkpoint"] = {"stages": stages, "buffer": run.buf}
         return out

@@ -57,14 +57,15 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
 
 
 class Pass:
-    """The state of one forward of ``tm`` (:class:`.forward.TaskModel`) from ``emb`` with
-    counterfactual outputs ``cf``, removed-edge ``blocks`` (None: every edge kept), ``sets``
-    edge sets (None: one), ``grad`` (each stage's inputs kept as ``leaves``)."""
+    """One forward of ``tm`` from ``emb``: ``cf``, removed ``blocks`` (None: none), ``sets``
+    (None: one), ``grad`` (inputs kept as ``leaves``); ``frozen`` ``{layer: (heads' outputs,
+    their sum with the bias)}``: sent as those clean values; ``attn_sums``: what each added."""
 
     def __init__(self, tm, emb, cf, blocks, sets, grad: bool):
         import torch
 
         self.tm, self.cf, self.blocks, self.sets = tm, cf, blocks, sets
+        self.frozen, self.attn_sums = {}, []
         self.leaves = [] if grad else None
         self.emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
         self.delta = partial(edge_delta, sets=sets)
@@ -120,20 +121,15 @@ class Pass:
                                self.sets)
 
     def _attn(self, st, rem) -> None:
-        import torch
 
         tm, hm, li = self.tm, self.tm.hm, st.layer
         H = hm.n_heads
-        x = self._in(self.resid, self.dsum, st, rem)
-        xn = hm.norm(li)(x)
-        zs = []
-        for h in range(H):
-            q = hm.query(li, h, xn[h])
-            k = hm.key(li, h, xn[H + h])
-            v = hm.value(li, h, xn[2 * H + h])
-            zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
-        new, b = tm._head_outputs(li, zs)
-        attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
+        if li in self.frozen:  # every head at its clean output: nothing recomputed
+            new, attn_sum = ([copies(o, self.sets) for o in self.frozen[li][0]],
+                             copies(self.frozen[li][1], self.sets))
+        else:
+            new, attn_sum = self._heads(li, self._in(self.resid, self.dsum, st, rem))
+        self.attn_sums.append(attn_sum)
         self.mlp_dsum = self.dsum
         if self.dsum is not None:
             heads = [self.delta(o, c) for o, c in zip(new, self.cf[self.n_out:self.n_out + H],
@@ -147,6 +143,22 @@ class Pass:
         self.n_out += H
         self.mlp_resid = self.resid if tm.parallel else self.resid + attn_sum
         self.resid = self.resid + attn_sum
+
+    def _heads(self, li: int, x):
+        """(each head's output, their sum with the block's bias) of layer ``li`` from its
+        receivers' inputs ``x`` ``(3H, n, T, d)``."""
+        import torch
+
+        hm, H = self.tm.hm, self.tm.hm.n_heads
+        xn = hm.norm(li)(x)
+        zs = []
+        for h in range(H):
+            q = hm.query(li, h, xn[h])
+            k = hm.key(li, h, xn[H + h])
+            v = hm.value(li, h, xn[2 * H + h])
+            zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
+        new, b = self.tm._head_outputs(li, zs)
+        return new, torch.stack(new).sum(0) + (0 if b is None else b)
 
     def _mlp(self, st, rem) -> None:
         tm, li = self.tm, st.layer
