@@ -87,6 +87,16 @@ def test_via_mlp_edges_are_the_sources_mlp_edges_and_the_layers_after():
     assert frozen == [1, 2]
 
 
+def test_frozen_layers_take_no_gradient():
+    from rmtbase.errors import InputError
+
+    tm = TaskModel(_net("gpt2"))
+    emb = tm.embed(repeated_sequences(tm.net.config, n=3, batch=2, seed=1).ids)
+    clean = tm.run(emb)
+    with pytest.raises(InputError, match="frozen layers take no gradient"):
+        tm.run(emb, grad=True, frozen={1: (clean["outs"][5:9], clean["attn_sums"][1])})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
 def test_the_frozen_state_forward_is_mlp_paths_on_smollm2(ablation):

@@ -173,6 +173,8 @@ class TaskModel:
         blocks = None if kept is None else self._blocks(kept, cf, emb.shape[1])
         if (record or resume is not None) and (blocks is None or grad):
             raise InputError("record and resume need an edge set and no gradient")
+        if frozen and grad:  # a frozen layer's receivers have no inputs to differentiate
+            raise InputError("frozen layers take no gradient")
         run = Pass(self, emb, cf, blocks, sets, grad)
         run.frozen = frozen or {}
         first = run.start(resume)

@@ -121,7 +121,6 @@ class Pass:
                                self.sets)
 
     def _attn(self, st, rem) -> None:
-
         tm, hm, li = self.tm, self.tm.hm, st.layer
         H = hm.n_heads
         if li in self.frozen:  # every head at its clean output: nothing recomputed
