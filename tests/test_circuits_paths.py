@@ -87,14 +87,19 @@ def test_via_mlp_edges_are_the_sources_mlp_edges_and_the_layers_after():
     assert frozen == [1, 2]
 
 
-def test_frozen_layers_take_no_gradient():
+def test_frozen_layers_and_a_stop_take_no_gradient():
     from rmtbase.errors import InputError
 
     tm = TaskModel(_net("gpt2"))
     emb = tm.embed(repeated_sequences(tm.net.config, n=3, batch=2, seed=1).ids)
     clean = tm.run(emb)
-    with pytest.raises(InputError, match="frozen layers take no gradient"):
-        tm.run(emb, grad=True, frozen={1: (clean["outs"][5:9], clean["attn_sums"][1])})
+    from rmtbase.circuits.core.stages import Frozen
+
+    frozen = Frozen({1: (clean["outs"][5:9], clean["attn_sums"][1])})
+    with pytest.raises(InputError, match="frozen layers and a stop take no gradient"):
+        tm.run(emb, grad=True, frozen=frozen)
+    with pytest.raises(InputError, match="take no gradient"):
+        tm.run(emb, grad=True, frozen=Frozen(stop=2))
 
 
 @pytest.mark.slow

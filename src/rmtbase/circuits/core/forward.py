@@ -163,20 +163,21 @@ class TaskModel:
         at ``stage`` from a recorded run of the same ``emb`` and ``cf`` (with every edge kept,
         or any edge set), exactly as a run whose ``kept`` equals the recorded run's before
         ``stage`` would compute it
-        (its ``"outs"`` are ``None`` before that stage). ``frozen``, ``"attn_sums"``: see
-        :class:`.stages.Pass`."""
+        (its ``"outs"`` are ``None`` before that stage). ``frozen``: a
+        :class:`.stages.Frozen`; ``"attn_sums"``: what each attention stage added."""
         import torch
 
-        from .stages import Pass
+        from .stages import Frozen, Pass
 
         sets = kept.k if isinstance(kept, EdgeSets) else None
         blocks = None if kept is None else self._blocks(kept, cf, emb.shape[1])
         if (record or resume is not None) and (blocks is None or grad):
             raise InputError("record and resume need an edge set and no gradient")
-        if frozen and grad:  # a frozen layer's receivers have no inputs to differentiate
-            raise InputError("frozen layers take no gradient")
+        frozen = frozen or Frozen()
+        if grad and (frozen.layers or frozen.stop is not None):  # no leaf for every stage
+            raise InputError("frozen layers and a stop take no gradient")
         run = Pass(self, emb, cf, blocks, sets, grad)
-        run.frozen = frozen or {}
+        run.frozen = frozen.layers
         first = run.start(resume)
         stages = [] if record else None
         ctx = torch.enable_grad() if grad else torch.no_grad()
@@ -185,6 +186,8 @@ class TaskModel:
                 st = self.graph.stages[si]
                 if record:
                     stages.append(run.state())
+                if si == frozen.stop:
+                    break
                 rem = None if blocks is None or not blocks[si].any() else blocks[si]
                 run.stage(st, rem)
         out = {"logits": run.logits, "outs": run.outs, "leaves": run.leaves,

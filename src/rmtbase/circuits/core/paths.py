@@ -3,7 +3,7 @@ edge ``s → r`` is kept (``r`` reads ``o_s``, this run's), counterfactual (``c_
 (``o_s^clean``, the clean run's, whatever changed upstream of ``s``). A frozen edge is a removed
 edge whose counterfactual is ``o_s^clean`` in the forward's ``x_r = x_r^run − Σ_{s→r removed}
 (o_s − c_s)``; a layer whose heads are frozen on every edge is not recomputed at all (``run``'s
-``frozen``: its heads send their clean outputs).
+``frozen``, :class:`.stages.Frozen`: its heads send their clean outputs).
 
 Via-MLP (:class:`GraphPaths`), head ``S = (m, s)`` into layer ``l > m``: ``S``'s edges into the
 MLPs from layer ``m`` on counterfactual, every head of a later layer frozen, the rest kept; the
@@ -55,8 +55,12 @@ class GraphPaths:
     def _layer(self, m: int, heads, layers, deltas) -> dict:
         """``{(m, s): {l: change}}`` for the sources ``heads`` of layer ``m``, one forward."""
         from .edge_sets import EdgeSets
+        from .stages import Frozen
 
         g, n = self.tm.graph, self.emb.shape[0]
+        read = [l for l in layers if l > m]
+        if not read:
+            return {(m, s): {} for s in heads}
         sets = [via_mlp_edges(g, (m, s)) for s in heads]
         cf = list(self.outs)
         for s in heads:
@@ -65,11 +69,11 @@ class GraphPaths:
             cf[i] = self.outs[i] * 0 if d is None else self.outs[i] - d
         kept = EdgeSets(np.stack([k for k, _ in sets]), g.n_edges)
         first = self._stage(m)  # layers before m are the clean run's
-        frozen = {li: self._frozen[li] for li in sets[0][1]}
+        frozen = Frozen({li: self._frozen[li] for li in sets[0][1]}, self._stage(max(read)))
         ck = self.tm.run(self.emb, cf=cf, kept=kept, record=True, resume=(self._ck, first),
                          frozen=frozen)["checkpoint"]
         out = {(m, s): {} for s in heads}
-        for l in (l for l in layers if l > m):
+        for l in read:
             si = self._stage(l)
             x = ck["stages"][si - first]["resid"]  # no edge into layer l's heads is removed
             for k, s in enumerate(heads):

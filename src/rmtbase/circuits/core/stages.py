@@ -5,6 +5,7 @@ receivers' inputs of a stage (:func:`receiver_inputs`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -56,10 +57,20 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
     return x
 
 
+@dataclass(frozen=True)
+class Frozen:
+    """What a run holds at clean values: ``layers`` ``{layer: (its heads' outputs, their sum
+    with the bias)}``, sent as given and not recomputed; ``stop``: the stage whose start ends
+    the run (its state recorded; None: through the logits)."""
+
+    layers: dict = field(default_factory=dict)
+    stop: int | None = None
+
+
 class Pass:
     """One forward of ``tm`` from ``emb``: ``cf``, removed ``blocks`` (None: none), ``sets``
-    (None: one), ``grad`` (inputs kept as ``leaves``); ``frozen`` ``{layer: (heads' outputs,
-    their sum with the bias)}``: sent as those clean values; ``attn_sums``: what each added."""
+    (None: one), ``grad`` (inputs kept as ``leaves``); ``frozen``: :attr:`Frozen.layers`;
+    ``attn_sums``: what each attention stage added."""
 
     def __init__(self, tm, emb, cf, blocks, sets, grad: bool):
         import torch
@@ -186,4 +197,4 @@ class Pass:
         self.logits = logits
 
 
-__all__ = ["Pass", "receiver_inputs"]
+__all__ = ["Frozen", "Pass", "receiver_inputs"]
