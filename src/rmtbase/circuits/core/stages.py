@@ -160,10 +160,8 @@ class Pass:
         import torch
 
         hm, H = self.tm.hm, self.tm.hm.n_heads
-        if x.stride(0) == 0:  # one input shared by every receiver: normed once
-            xn = hm.norm(li)(x[:1]).expand_as(x)
-        else:
-            xn = hm.norm(li)(x)
+        shared = x.stride(0) == 0 and not x.requires_grad  # one input, no gradient per receiver
+        xn = hm.norm(li)(x[:1]).expand_as(x) if shared else hm.norm(li)(x)
         zs = []
         for h in range(H):
             q = hm.query(li, h, xn[h])
