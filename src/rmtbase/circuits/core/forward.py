@@ -176,8 +176,7 @@ class TaskModel:
         frozen = frozen or Frozen()
         if grad and (frozen.layers or frozen.stop is not None):  # no leaf for every stage
             raise InputError("frozen layers and a stop take no gradient")
-        run = Pass(self, emb, cf, blocks, sets, grad)
-        run.frozen = frozen.layers
+        run = Pass(self, emb, cf, blocks, sets, grad, frozen.layers)
         first = run.start(resume)
         stages = [] if record else None
         ctx = torch.enable_grad() if grad else torch.no_grad()

@@ -72,11 +72,11 @@ class Pass:
     (None: one), ``grad`` (inputs kept as ``leaves``); ``frozen``: :attr:`Frozen.layers`;
     ``attn_sums``: what each attention stage added."""
 
-    def __init__(self, tm, emb, cf, blocks, sets, grad: bool):
+    def __init__(self, tm, emb, cf, blocks, sets, grad: bool, frozen=None):
         import torch
 
         self.tm, self.cf, self.blocks, self.sets = tm, cf, blocks, sets
-        self.frozen, self.attn_sums = {}, []
+        self.frozen, self.attn_sums = frozen or {}, []
         self.leaves = [] if grad else None
         self.emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
         self.delta = partial(edge_delta, sets=sets)
