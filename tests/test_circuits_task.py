@@ -350,8 +350,10 @@ def test_a_run_resumed_at_its_first_removal_is_the_run_from_the_start():
         # exact: eager torch, the same ops on the same stored tensors from stage si on
         assert torch.equal(got, want), si
     assert tm.first_removal(tm.graph.full()) == len(tm.graph.stages)
-    with pytest.raises(InputError, match="record and resume"):
-        tm.run(b["emb"], record=True)
+    with pytest.raises(InputError, match="resume needs an edge set"):
+        tm.run(b["emb"], resume=(ck, 1))
+    with pytest.raises(InputError, match="record and resume take no gradient"):
+        tm.run(b["emb"], cf=b["cf"], kept=tm.graph.full(), record=True, grad=True)
 
 
 def _logit_diff(logits, task):

@@ -79,9 +79,9 @@ class TaskModel:
     ``hm`` (:class:`.heads.HeadModel`), ``graph`` (:class:`.graph.Graph`), :meth:`embed`,
     :meth:`run`. One-line :class:`~rmtbase.errors.InputError` for a family outside
     :data:`.families.TASK_FAMILIES` or one with a residual multiplier, or a model without an
-    unembedding."""
+    unembedding (``logits=False``: a base model, run only up to the logits' stage)."""
 
-    def __init__(self, net):
+    def __init__(self, net, *, logits: bool = True):
         mt = net.config.model_type
         check_family(net.config, task=True)
         hm = HeadModel(net)
@@ -89,12 +89,12 @@ class TaskModel:
         self.net, self.hm = net, hm
         self.head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") \
             else None
-        if self.head is None:
+        if self.head is None and logits:
             raise InputError(f"{mt}: this model has no unembedding (load it as a causal LM)")
         base = getattr(net, "base_model", net)
         self.final = _first(base, _FINAL_NORMS) or _first(getattr(base, "decoder", base),
                                                            _FINAL_NORMS)
-        if self.final is None:
+        if self.final is None and logits:
             raise InputError(f"{mt}: cannot find the final norm")
         self.parallel = hm.parallel(0)
         self.mlps, self.mlp_norms, self.mlp_posts = [], [], []
@@ -159,11 +159,10 @@ class TaskModel:
 
         Without ``grad`` an edge set's run keeps every sender's ``o_s − c_s`` in one
         ``(S, n, T, d)`` buffer, written once. ``record``: also return ``"checkpoint"``, the
-        state at every stage's start and that buffer; ``resume=(checkpoint, stage)`` starts
-        at ``stage`` from a recorded run of the same ``emb`` and ``cf`` (with every edge kept,
-        or any edge set), exactly as a run whose ``kept`` equals the recorded run's before
-        ``stage`` would compute it
-        (its ``"outs"`` are ``None`` before that stage). ``frozen``: a
+        state at every stage's start and that buffer (None without an edge set);
+        ``resume=(checkpoint, stage)`` starts at ``stage`` from a recorded edge-set run of the
+        same ``emb`` and ``cf``, exactly as a run whose ``kept`` equals the recorded run's before
+        ``stage`` would compute it (its ``"outs"`` are ``None`` before that stage). ``frozen``: a
         :class:`.stages.Frozen`; ``"attn_sums"``: what each attention stage added."""
         import torch
 
@@ -171,8 +170,10 @@ class TaskModel:
 
         sets = kept.k if isinstance(kept, EdgeSets) else None
         blocks = None if kept is None else self._blocks(kept, cf, emb.shape[1])
-        if (record or resume is not None) and (blocks is None or grad):
-            raise InputError("record and resume need an edge set and no gradient")
+        if (record or resume is not None) and grad:
+            raise InputError("record and resume take no gradient")
+        if resume is not None and blocks is None:
+            raise InputError("resume needs an edge set")
         frozen = frozen or Frozen()
         if grad and (frozen.layers or frozen.stop is not None):  # no leaf for every stage
             raise InputError("frozen layers and a stop take no gradient")

@@ -10,6 +10,7 @@ from functools import partial
 
 import numpy as np
 
+from ...errors import InputError
 from .edge_sets import copies
 from .edge_sets import delta as edge_delta
 
@@ -191,6 +192,8 @@ class Pass:
         import torch
 
         tm = self.tm
+        if tm.head is None or tm.final is None:
+            raise InputError("this model has no unembedding: its run stops before the logits")
         x = self._in(self.resid, self.dsum, st, rem)
         logits = tm.head(tm.final(tm.readout(x[0])))
         if tm.softcap:
