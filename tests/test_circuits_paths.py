@@ -23,7 +23,11 @@ from rmtbase.circuits.core.forward import TaskModel  # noqa: E402
 from rmtbase.circuits.core.graph import Node  # noqa: E402
 from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
 from rmtbase.circuits.core.mlp_path import MLPPaths  # noqa: E402
-from rmtbase.circuits.core.paths import GraphPaths, via_mlp_edges  # noqa: E402
+from rmtbase.circuits.core.paths import (  # noqa: E402
+    ForwardPaths,
+    GraphPaths,
+    via_mlp_edges,
+)
 from rmtbase.circuits.core.receiver import Patcher  # noqa: E402
 from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
 
@@ -76,6 +80,59 @@ def test_the_frozen_state_forward_is_mlp_paths_via_mlp_change(kind, ablation):
         # float32 sums in another order; GPT-2's MLP as torch's fused tanh GELU
         assert float((g - w).abs().max()) <= 1e-5 * max(scale, 1.0), (src, layer, scale)
 
+
+
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3", "gpt_neox"])
+def test_the_head_searchs_kept_and_joint_changes_are_mlp_paths(kind, ablation):
+    """:class:`ForwardPaths` (the head search's via-MLP paths on the graph forward): every
+    earlier head but a kept set counterfactual, into layer 2, with and without the direct
+    changes, and the joint MLP-mediated change, as :class:`MLPPaths` computes them."""
+    net = _net(kind)
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=6, batch=5, seed=1)
+    cap, _ = capture(hm, seqs, progress=False)
+    how = None if ablation == "zero" else (Counterfactual(ablation, seqs.n), 0)
+    want, got = MLPPaths(hm, seqs, cap), ForwardPaths(hm, seqs, cap, TaskModel(net))
+    keep = [(0, 1), (1, 3)]
+    for w, g in [(want.kept(2, keep, how), got.kept(2, keep, how)),
+                 (want.kept(2, keep, how, direct=False), got.kept(2, keep, how, direct=False)),
+                 (want.joint(2, how), got.joint(2, how))]:
+        scale = float(w.abs().max())
+        assert scale > 1e-2, scale
+        assert float((g - w).abs().max()) <= 1e-5 * max(scale, 1.0), scale
+    assert got.changes(SOURCES, [2], how).keys() == want.changes(SOURCES, [2], how).keys()
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt_neox"])
+def test_the_via_mlp_change_is_its_edge_set_in_the_graph_forward(kind):
+    """:meth:`GraphPaths.changes` (layers frozen with the source's counterfactual sent on every
+    edge, its direct change added back) against the edge set :func:`via_mlp_edges` run as
+    such: the source's MLP edges counterfactual, the later layers frozen clean."""
+    from rmtbase.circuits.core.stages import Frozen
+
+    tm = TaskModel(_net(kind))
+    g = tm.graph
+    emb = tm.embed(repeated_sequences(tm.net.config, n=6, batch=5, seed=1).ids)
+    clean = tm.run(emb)
+    got = GraphPaths(tm, emb).changes(SOURCES, [1, 2])
+    H = g.n_heads
+    for m, s in SOURCES:
+        kept, later = via_mlp_edges(g, (m, s))
+        cf = list(clean["outs"])
+        cf[g.senders.index(Node(m, s, "head").name)] = clean["outs"][0] * 0
+        frozen = Frozen({j: (clean["outs"][1 + j * (H + 1):1 + j * (H + 1) + H],
+                             clean["attn_sums"][j]) for j in later})
+        states = tm.run(emb, cf=cf, kept=kept, frozen=frozen, record=True)["checkpoint"]
+        ref = tm.run(emb, cf=clean["outs"], kept=g.full(), record=True)["checkpoint"]
+        for layer in (1, 2):
+            if layer <= m:
+                continue
+            si = next(i for i, st in enumerate(g.stages) if st.kind == "attn"
+                      and st.layer == layer)
+            want = states["stages"][si]["resid"] - ref["stages"][si]["resid"]
+            scale = float(want.abs().max())
+            assert float((got[(m, s)][layer] - want).abs().max()) <= 1e-5 * max(scale, 1.0)
 
 def test_via_mlp_edges_are_the_sources_mlp_edges_and_the_layers_after():
     """Source a0.h1 of a sequential 3-layer graph: its edges into m0, m1 and m2

@@ -1,20 +1,22 @@
-"""Path patching as edge states of the task graph's forward (:class:`.forward.TaskModel`): an
-edge ``s → r`` is kept (``r`` reads ``o_s``, this run's), counterfactual (``c_s``) or **frozen**
-(``o_s^clean``, the clean run's, whatever changed upstream of ``s``). A frozen edge is a removed
-edge whose counterfactual is ``o_s^clean`` in the forward's ``x_r = x_r^run − Σ_{s→r removed}
-(o_s − c_s)``; a layer whose heads are frozen on every edge is not recomputed at all (``run``'s
-``frozen``, :class:`.stages.Frozen`: its heads send their clean outputs).
+"""Path patching on the task graph's forward (:class:`.forward.TaskModel`): an edge ``s → r``
+is kept (``r`` reads ``o_s``), counterfactual (``c_s``) or **frozen** (``o_s^clean``, whatever
+changed upstream of ``s``). A layer frozen on every edge is not recomputed (``run``'s ``frozen``,
+:class:`.stages.Frozen`: its heads send the given outputs).
 
-Via-MLP (:class:`GraphPaths`), head ``S = (m, s)`` into layer ``l > m``: ``S``'s edges into the
-MLPs from layer ``m`` on counterfactual, every head of a later layer frozen, the rest kept; the
-residual entering ``l`` minus the clean one is the MLP-mediated change that
-:class:`.mlp_path.MLPPaths` computes with hooks on the transformers forward."""
+Via-MLP (:meth:`GraphPaths.changes`), head ``S = (m, s)`` into layer ``l > m``: the edge set
+:func:`via_mlp_edges` (``S``'s edges into the MLPs from layer ``m`` on counterfactual, the later
+layers frozen); the residual entering ``l`` minus the clean one. The residual is a sum of the
+senders' outputs, so every layer ``< l`` is frozen, ``S`` sending ``c_S`` on every edge, and
+``Δ_S = o_S − c_S`` is added back for its kept direct edges: only MLPs run, from layer ``m`` on,
+on ``K`` copies of the prompts (one per source). :meth:`GraphPaths.kept`: the heads named send
+their counterfactuals, the rest frozen clean. :class:`.mlp_path.MLPPaths` hooks the same."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .graph import Node
+from .mlp_path import BATCH_TOKENS, MLPPaths
 
 
 def via_mlp_edges(graph, source):
@@ -31,69 +33,112 @@ def via_mlp_edges(graph, source):
 
 
 class GraphPaths:
-    """Via-MLP changes (module docstring) on ``tm`` for the embeddings ``emb`` ``(n, T, d)``:
-    the sources of one layer as one batch of edge sets (:class:`.edge_sets.EdgeSets`) in one
-    recorded forward without gradients, resumed from the clean run's record at layer ``m``, the
-    later layers frozen; a layer's residual is the record's state where its stage starts."""
+    """Via-MLP changes (module docstring) on ``tm`` for the embeddings ``emb`` ``(n, T, d)``;
+    ``deltas`` ``{(m, s): Δ_S}`` in the residual's space (None, or a source missing: zero,
+    ``Δ_S = o_S``)."""
 
     def __init__(self, tm, emb):
         self.tm, self.emb = tm, emb
+        from .stages import Frozen
+
         g = tm.graph
-        clean = tm.run(emb)
-        self.outs, H = clean["outs"], g.n_heads
+        clean = tm.run(emb, frozen=Frozen(stop=len(g.stages) - 1))  # no logits needed
+        H = g.n_heads
         first = [g.senders.index(Node(li, 0, "head").name) for li in range(g.n_layers)]
-        self._frozen = {li: (self.outs[i:i + H], clean["attn_sums"][li])
-                        for li, i in enumerate(first)}
-        # recorded with every sender's clean output as its counterfactual: resumable
-        self._ck = tm.run(emb, cf=self.outs, kept=g.full(), record=True)["checkpoint"]
-        self._clean = {si: st["resid"] for si, st in enumerate(self._ck["stages"])}
+        self._outs = {li: clean["outs"][i:i + H] for li, i in enumerate(first)}
+        self.sums = clean["attn_sums"]
+        self._base = (-1, None)  # (last layer read, the clean frozen run's states)
 
     def _stage(self, layer: int) -> int:
         return next(i for i, st in enumerate(self.tm.graph.stages)
                     if st.kind == "attn" and st.layer == layer)
 
-    def _layer(self, m: int, heads, layers, deltas) -> dict:
-        """``{(m, s): {l: change}}`` for the sources ``heads`` of layer ``m``, one forward."""
-        from .edge_sets import EdgeSets
+    def output(self, m: int, s: int):
+        """``o_S`` of head ``(m, s)`` in the clean run."""
+        return self._outs[m][s]
+
+    def _run(self, sums: dict, last: int) -> list:
+        """The states of a run whose layers ``< last`` are frozen, layer ``j`` adding
+        ``sums.get(j)`` (default its clean sum), stopped where layer ``last``'s heads start."""
         from .stages import Frozen
 
-        g, n = self.tm.graph, self.emb.shape[0]
-        read = [l for l in layers if l > m]
-        if not read:
-            return {(m, s): {} for s in heads}
-        sets = [via_mlp_edges(g, (m, s)) for s in heads]
-        cf = list(self.outs)
-        for s in heads:
-            i = g.senders.index(Node(m, s, "head").name)
-            d = deltas.get((m, s))
-            cf[i] = self.outs[i] * 0 if d is None else self.outs[i] - d
-        kept = EdgeSets(np.stack([k for k, _ in sets]), g.n_edges)
-        first = self._stage(m)  # layers before m are the clean run's
-        frozen = Frozen({li: self._frozen[li] for li in sets[0][1]}, self._stage(max(read)))
-        ck = self.tm.run(self.emb, cf=cf, kept=kept, record=True, resume=(self._ck, first),
-                         frozen=frozen)["checkpoint"]
-        out = {(m, s): {} for s in heads}
-        for l in read:
-            si = self._stage(l)
-            x = ck["stages"][si - first]["resid"]  # no edge into layer l's heads is removed
-            for k, s in enumerate(heads):
-                out[(m, s)][l] = x[k * n:(k + 1) * n] - self._clean[si]
-        return out
+        frozen = Frozen({j: (self._outs[j], sums.get(j, self.sums[j])) for j in range(last)},
+                        self._stage(last))
+        return self.tm.run(self.emb, frozen=frozen, record=True)["checkpoint"]["stages"]
+
+    def _clean(self, layer: int):
+        """The residual entering ``layer`` in the clean frozen run (the changes' reference)."""
+        if self._base[0] < layer:
+            self._base = (layer, self._run({}, layer))
+        return self._base[1][self._stage(layer)]["resid"]
 
     def changes(self, sources, layers, deltas=None) -> dict:
-        """``{(m, s): {l: change}}`` for ``l > m`` in ``layers`` (``MLPPaths.changes``);
-        ``deltas``: ``{(m, s): o_S − c_S}`` (None: every source zero)."""
+        """``{(m, s): {l: change}}`` for ``l > m`` in ``layers`` (``MLPPaths.changes``); the
+        sources of one layer in runs of ``K`` copies (``K·n·T`` ≤ :data:`BATCH_TOKENS`)."""
         import torch
 
         deltas = deltas or {}
-        by_layer: dict = {}
-        for m, s in sources:
-            by_layer.setdefault(int(m), []).append(int(s))
+        n, t = self.emb.shape[:2]
+        per = max(1, BATCH_TOKENS // (n * t))
         out = {}
         with torch.no_grad():
+            for m, s in sources:
+                out[(int(m), int(s))] = {}
+            by_layer: dict = {}
+            for m, s in out:
+                by_layer.setdefault(m, []).append(s)
             for m, heads in by_layer.items():
-                out.update(self._layer(m, heads, layers, deltas))
-        return {(int(m), int(s)): out[(int(m), int(s))] for m, s in sources}
+                read = [int(l) for l in layers if l > m]
+                if not read:
+                    continue
+                for lo in range(0, len(heads), per):
+                    chunk = heads[lo:lo + per]
+                    ds = torch.stack([deltas.get((m, s), self.output(m, s)) for s in chunk])
+                    states = self._run({m: self.sums[m] - ds}, max(read))
+                    for l in read:
+                        x, base = states[self._stage(l)]["resid"], self._clean(l)
+                        for k, s in enumerate(chunk):
+                            out[(m, s)][l] = x[k] - base + ds[k]
+        return out
+
+    def kept(self, layer: int, deltas: dict, *, direct: bool = True):
+        """The change of the residual entering ``layer`` when the heads in ``deltas`` (all of
+        earlier layers) send their counterfactuals ``o_S − Δ_S`` on every edge, every other
+        head frozen clean, the MLPs recomputed; ``direct=False``: the MLP-mediated part."""
+        import torch
+
+        with torch.no_grad():
+            sums, total = {}, None
+            for (m, _), d in deltas.items():
+                sums[m] = sums.get(m, self.sums[m]) - d
+                total = d if total is None else total + d
+            got = self._run(sums, layer)[self._stage(layer)]["resid"] - self._clean(layer)
+            return got if direct or total is None else got + total
 
 
-__all__ = ["GraphPaths", "via_mlp_edges"]
+class ForwardPaths(MLPPaths):
+    """The head search's via-MLP paths (:class:`.mlp_path.MLPPaths`), exact changes on the
+    graph forward (:class:`GraphPaths` on ``tm``); the first-order screen stays hooked."""
+
+    def __init__(self, hm, seqs, cap, tm):
+        super().__init__(hm, seqs, cap)
+        self.graph = GraphPaths(tm, tm.embed(seqs.ids))
+
+    def _delta(self, m: int, s: int, how):
+        import torch
+
+        with torch.no_grad():
+            return self._direct(m, self._share(m, s, how))
+
+    def _changes(self, sources, layers, how=None) -> dict:
+        deltas = {(int(m), int(s)): self._delta(m, s, how) for m, s in sources}
+        return self.graph.changes(sources, layers, deltas)
+
+    def kept(self, layer: int, keep, how=None, *, direct: bool = True):
+        keep = {(int(m), int(s)) for m, s in keep}
+        deltas = {(m, s): self._delta(m, s, how) for m in range(layer)
+                  for s in range(self.hm.n_heads) if (m, s) not in keep}
+        return self.graph.kept(layer, deltas, direct=direct)
+
+
+__all__ = ["ForwardPaths", "GraphPaths", "via_mlp_edges"]

@@ -79,10 +79,19 @@ class _Length:
         self._mlp = None
 
     def mlp(self):
+        """The via-MLP paths: on the graph forward (:class:`..core.paths.ForwardPaths`) for
+        the task graph's families, else hooked (:class:`..core.mlp_path.MLPPaths`)."""
+        from ..core.forward import TaskModel
         from ..core.mlp_path import MLPPaths
+        from ..core.paths import ForwardPaths
 
         if self._mlp is None:
-            self._mlp = MLPPaths(self.hm, self.seqs, self.cap)
+            try:
+                tm = TaskModel(self.hm.net, logits=False)
+            except InputError:  # a family the task graph does not run
+                self._mlp = MLPPaths(self.hm, self.seqs, self.cap)
+            else:
+                self._mlp = ForwardPaths(self.hm, self.seqs, self.cap, tm)
         return self._mlp
 
 
