@@ -239,3 +239,26 @@ def test_the_head_search_fold_is_the_graph_forwards_direct_edge_set(kind, ablati
         change = float((want - clean).abs().max())
         assert change > 1e-3, (kind_in, change)  # the patch moves the input
         assert float((got - want).abs().max()) <= 1e-5 * float(want.abs().max()), kind_in
+
+
+def test_a_base_model_runs_to_the_logits_stage_only():
+    """The head search's base model (no output head) on the task graph: refused as a task
+    model, taken with ``logits=False``; a run stopped before the logits gives the residuals
+    (as the causal LM's own), one reaching them is refused in one line."""
+    from rmtbase.circuits.core.stages import Frozen
+    from rmtbase.errors import InputError
+
+    lm = _net("gpt2")
+    base = lm.transformer
+    with pytest.raises(InputError, match="no unembedding"):
+        TaskModel(base)
+    tm, full = TaskModel(base, logits=False), TaskModel(lm)
+    emb = tm.embed(repeated_sequences(lm.config, n=3, batch=2, seed=1).ids)
+    last = len(tm.graph.stages) - 1
+    got = tm.run(emb, frozen=Frozen(stop=last))["attn_sums"]
+    want = full.run(emb)["attn_sums"]
+    for g, w in zip(got, want, strict=True):
+        # exact: the same modules, ops and inputs in one process
+        assert torch.equal(g, w)
+    with pytest.raises(InputError, match="no unembedding: its run stops before the logits"):
+        tm.run(emb)
