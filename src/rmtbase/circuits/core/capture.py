@@ -20,6 +20,7 @@ from ...errors import InputError, ModelError
 from ...files.interrupts import deferred, fault_point
 from ...probe import behaviour as bh
 from .heads import HeadModel
+from .hooks import forward, hooked
 from .prompts import Sequences
 
 #: Sequences per forward pass (the attention weights of one batch are reduced, then freed).
@@ -70,14 +71,14 @@ def _hooks(hm: HeadModel, store: dict):
             store["scale"][li].append(hm.source_scale(li, args[0].detach()))
         return hook
 
-    handles = []
+    hooks = []
     for li in range(hm.n_layers):
         post = hm.post_norm(li)
         if post is not None:
-            handles.append(post.register_forward_pre_hook(scale_hook(li)))
-        handles.append(hm.layers[li].register_forward_pre_hook(layer_hook(li), with_kwargs=True))
-        handles.append(hm.output_projection(li).register_forward_pre_hook(z_hook(li)))
-    return handles
+            hooks.append((post, scale_hook(li), "pre"))
+        hooks.append((hm.layers[li], layer_hook(li), "pre_kwargs"))
+        hooks.append((hm.output_projection(li), z_hook(li), "pre"))
+    return hooks
 
 
 def _probe_batch(att, ids, content, totals):
@@ -99,27 +100,21 @@ def capture(hm: HeadModel, seqs: Sequences, *, progress: bool = True):
     _check_memory(hm, seqs)
     store = {k: [[] for _ in range(hm.n_layers)] for k in ("resid", "z", "scale")}
     totals: list = [None] * hm.n_layers
-    handles = _hooks(hm, store)
-    try:
-        with torch.inference_mode(), progress_bar(seqs.n, desc="rmtbase circuits: forward",
-                                                  unit="sequence", enabled=progress) as bar:
-            for lo in range(0, seqs.n, BATCH):
-                fault_point("circuits:capture")
-                with deferred():  # Ctrl-C between batches, never inside torch
-                    ids = seqs.ids[lo:lo + BATCH]
-                    x = torch.from_numpy(ids)
-                    out = hm.net(input_ids=x, attention_mask=torch.ones_like(x),
-                                 output_attentions=True)
-                    att = getattr(out, "attentions", None)
-                    if not att or att[0] is None:
-                        raise ModelError("the model returned no attention weights (eager "
-                                         "attention needed)")
-                    _probe_batch(att, ids, seqs.content, totals)
-                    del out, att
-                bar.update(len(ids))
-    finally:
-        for h in handles:
-            h.remove()
+    with hooked(_hooks(hm, store)), torch.inference_mode(), \
+            progress_bar(seqs.n, desc="rmtbase circuits: forward", unit="sequence",
+                         enabled=progress) as bar:
+        for lo in range(0, seqs.n, BATCH):
+            fault_point("circuits:capture")
+            with deferred():  # Ctrl-C between batches, never inside torch
+                ids = seqs.ids[lo:lo + BATCH]
+                out = forward(hm.net, ids, output_attentions=True)
+                att = getattr(out, "attentions", None)
+                if not att or att[0] is None:
+                    raise ModelError("the model returned no attention weights (eager "
+                                     "attention needed)")
+                _probe_batch(att, ids, seqs.content, totals)
+                del out, att
+            bar.update(len(ids))
     cap = Captured([torch.cat(r).float() for r in store["resid"]],
                    [torch.cat(z).float() for z in store["z"]],
                    [torch.cat(s) if s else None for s in store["scale"]])

@@ -50,10 +50,6 @@ def config_graph(config) -> Graph:
                  parallel(tc, SPECS[config.model_type]))
 
 
-class _Stop(Exception):
-    pass
-
-
 def _first(obj, names):
     for n in names:
         m = getattr(obj, n, None)
@@ -123,21 +119,16 @@ class TaskModel:
         ``0 … T − 1``), read by a pre-hook on the first block."""
         import torch
 
+        from .hooks import Stop, forward, hooked
+
         got = {}
 
         def hook(_mod, args, kwargs):
             got["x"] = (args[0] if args else kwargs["hidden_states"]).detach()
-            raise _Stop
+            raise Stop
 
-        h = self.hm.layers[0].register_forward_pre_hook(hook, with_kwargs=True)
-        try:
-            x = torch.as_tensor(ids)
-            with torch.no_grad():
-                self.net(input_ids=x, attention_mask=torch.ones_like(x))
-        except _Stop:
-            pass
-        finally:
-            h.remove()
+        with hooked([(self.hm.layers[0], hook, "pre_kwargs")]), torch.no_grad():
+            forward(self.net, ids)
         return got["x"]
 
     def readout(self, x):

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .hooks import Stop, forward, hooked
+
 #: Sequences a hooked forward pass runs at once (times the sources stacked in it).
 BATCH_TOKENS = 8192
-
-
-class _Stop(Exception):
-    """Raised by the pre-hook of the layer after the last one read: ends the forward."""
 
 
 def forward_flops(net, tokens: int) -> float:
@@ -82,27 +80,14 @@ class MLPPaths:
                 if j in read:
                     out[j] = x
                 if j >= stop:
-                    raise _Stop
+                    raise Stop
             return hook
 
-        handles = []
-        try:
-            for j in range(min(stop, hm.n_layers)):
-                handles.append(_module(hm, j).register_forward_hook(contrib_hook(j)))
-            for j in sorted(set(read) | {stop}):
-                if j < hm.n_layers:
-                    handles.append(hm.layers[j].register_forward_pre_hook(
-                        read_hook(j), with_kwargs=True))
-            x = torch.from_numpy(np.ascontiguousarray(ids))
-            ctx = torch.enable_grad() if grad else torch.inference_mode()
-            with ctx:
-                try:
-                    hm.net(input_ids=x, attention_mask=torch.ones_like(x))
-                except _Stop:
-                    pass
-        finally:
-            for h in handles:
-                h.remove()
+        hooks = [(_module(hm, j), contrib_hook(j), "post") for j in range(min(stop, hm.n_layers))]
+        hooks += [(hm.layers[j], read_hook(j), "pre_kwargs") for j in sorted(set(read) | {stop})
+                  if j < hm.n_layers]
+        with hooked(hooks), (torch.enable_grad() if grad else torch.inference_mode()):
+            forward(hm.net, ids)
         return (got if rec else out)
 
     def _ensure_clean(self, stop):

@@ -58,8 +58,7 @@ class GraphPaths:
         return self._outs[m][s]
 
     def _run(self, sums: dict, last: int) -> list:
-        """The states of a run whose layers ``< last`` are frozen, layer ``j`` adding
-        ``sums.get(j)`` (default its clean sum), stopped where layer ``last``'s heads start."""
+        """States of a run, layers ``< last`` frozen adding ``sums[j]`` (default: clean)."""
         from .stages import Frozen
 
         frozen = Frozen({j: (self._outs[j], sums.get(j, self.sums[j])) for j in range(last)},
@@ -73,8 +72,7 @@ class GraphPaths:
         return self._base[1][self._stage(layer)]["resid"]
 
     def changes(self, sources, layers, deltas=None) -> dict:
-        """``{(m, s): {l: change}}`` for ``l > m`` in ``layers`` (``MLPPaths.changes``); the
-        sources of one layer in runs of ``K`` copies (``K·n·T`` ≤ :data:`BATCH_TOKENS`)."""
+        """``{(m, s): {l: change}}`` for ``l > m`` in ``layers``; ``K·n·T`` ≤ BATCH_TOKENS."""
         import torch
 
         deltas = deltas or {}
@@ -102,9 +100,8 @@ class GraphPaths:
         return out
 
     def kept(self, layer: int, deltas: dict, *, direct: bool = True):
-        """The change of the residual entering ``layer`` when the heads in ``deltas`` (all of
-        earlier layers) send their counterfactuals ``o_S − Δ_S`` on every edge, every other
-        head frozen clean, the MLPs recomputed; ``direct=False``: the MLP-mediated part."""
+        """The residual's change entering ``layer``, the heads in ``deltas`` sending ``o_S −
+        Δ_S``, the rest frozen clean; ``direct=False``: the MLP-mediated part alone."""
         import torch
 
         with torch.no_grad():

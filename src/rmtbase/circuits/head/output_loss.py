@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.hooks import forward, hooked
 from ..core.se import finite_mean_se
 
 #: The labels whose receivers form a behaviour circuit measured on the output.
@@ -58,8 +59,6 @@ def _loss(hm, ids, mask, replace) -> np.ndarray | None:
     whose input is the heads' outputs side by side); None where the model gives no logits."""
     import torch
 
-    handles = []
-
     def hook(j):
         def run(_mod, args):
             z = args[0]
@@ -69,15 +68,10 @@ def _loss(hm, ids, mask, replace) -> np.ndarray | None:
             return (zz.reshape(z.shape), *args[1:])
         return run
 
-    try:
-        for j in replace:
-            handles.append(hm.output_projection(j).register_forward_pre_hook(hook(j)))
-        x = torch.from_numpy(np.ascontiguousarray(ids))
-        with torch.inference_mode():
-            out = hm.net(input_ids=x, attention_mask=torch.ones_like(x))
-    finally:
-        for h in handles:
-            h.remove()
+    x = torch.from_numpy(np.ascontiguousarray(ids))
+    with hooked([(hm.output_projection(j), hook(j), "pre") for j in replace]), \
+            torch.inference_mode():
+        out = forward(hm.net, ids)
     m = np.asarray(mask[:, :-1], dtype=bool)
     nll = np.full(m.shape, np.nan)
     with torch.inference_mode():
