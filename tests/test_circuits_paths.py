@@ -104,6 +104,27 @@ def test_the_head_searchs_kept_and_joint_changes_are_mlp_paths(kind, ablation):
     assert got.changes(SOURCES, [2], how).keys() == want.changes(SOURCES, [2], how).keys()
 
 
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3", "gpt_neox"])
+def test_the_via_mlp_screens_gradients_are_mlp_paths(kind):
+    """The first-order via-MLP screen's gradients (``∂f/∂x_l`` and ``∂f/∂δ_m``, ``δ_m`` added
+    to layer ``m``'s attention output, every attention held clean) on the graph forward
+    (:class:`ForwardPaths`) equal the hooked ones, for two functions of the residual."""
+    net = _net(kind)
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=6, batch=5, seed=1)
+    cap, _ = capture(hm, seqs, progress=False)
+    fs = [lambda x: (x.pow(2) * 1e-2).sum(), lambda x: torch.tanh(x[..., 1:, :3]).sum()]
+    want = MLPPaths(hm, seqs, cap).gradients(2, fs)
+    got = ForwardPaths(hm, seqs, cap, TaskModel(net)).gradients(2, fs)
+    for i in range(len(fs)):
+        pairs = [(want[0][i], got[0][i])] + list(zip(want[1][i], got[1][i], strict=True))
+        assert len(pairs) == 3
+        for w, g in pairs:
+            scale = float(w.abs().max())
+            assert scale > 1e-3, (i, scale)
+            assert float((g - w).abs().max()) <= 1e-5 * max(scale, 1.0), (i, scale)
+
 @pytest.mark.parametrize("kind", ["llama", "gpt_neox"])
 def test_the_via_mlp_change_is_its_edge_set_in_the_graph_forward(kind):
     """:meth:`GraphPaths.changes` (layers frozen with the source's counterfactual sent on every

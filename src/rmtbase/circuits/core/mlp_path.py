@@ -222,17 +222,7 @@ class MLPPaths:
         deltas = [torch.zeros_like(self.contrib[m], requires_grad=True) for m in range(layer)]
         got = self._run(self.seqs.ids, lambda j: deltas[j] if j < layer else None, {layer},
                         layer, grad=True)
-        x = got[layer]
-        g_ls, g_ms = [], []
-        with torch.enable_grad():
-            for i, f in enumerate(fs):
-                grads = torch.autograd.grad(f(x.float()), [x, *deltas], allow_unused=True,
-                                            retain_graph=i < len(fs) - 1)
-                g_l = grads[0].float()
-                g_ls.append(g_l)
-                g_ms.append([torch.zeros_like(g_l) if g is None else g.float()
-                             for g in grads[1:]])
-        return g_ls, g_ms
+        return input_gradients(got[layer], deltas, fs)
 
     def attribution(self, layer: int, fs, combine, how=None) -> np.ndarray:
         """``(layer, H)``: ``combine`` of ``⟨G_m − ∂f/∂x_l, o_S⟩`` per sequence for every earlier
@@ -252,6 +242,22 @@ class MLPPaths:
         return out
 
 
+def input_gradients(x, deltas, fs):
+    """(``[∂f/∂x]``, ``[[∂f/∂δ for δ in deltas]]``) of each scalar function in ``fs`` of ``x``,
+    a residual computed from the leaves ``deltas`` (:meth:`MLPPaths.gradients`)."""
+    import torch
+
+    g_ls, g_ms = [], []
+    with torch.enable_grad():
+        for i, f in enumerate(fs):
+            grads = torch.autograd.grad(f(x.float()), [x, *deltas], allow_unused=True,
+                                        retain_graph=i < len(fs) - 1)
+            g_l = grads[0].float()
+            g_ls.append(g_l)
+            g_ms.append([torch.zeros_like(g_l) if g is None else g.float() for g in grads[1:]])
+    return g_ls, g_ms
+
+
 def has_mlps(hm) -> bool:
     """Whether the blocks have an MLP (an attention-only model has no via-MLP path)."""
     blk = hm.layers[0]
@@ -263,4 +269,4 @@ def has_mlps(hm) -> bool:
     return False
 
 
-__all__ = ["BATCH_TOKENS", "MLPPaths", "forward_flops", "has_mlps"]
+__all__ = ["BATCH_TOKENS", "MLPPaths", "forward_flops", "has_mlps", "input_gradients"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import Node
-from .mlp_path import BATCH_TOKENS, MLPPaths
+from .mlp_path import BATCH_TOKENS, MLPPaths, input_gradients
 
 
 def via_mlp_edges(graph, source):
@@ -71,6 +71,22 @@ class GraphPaths:
             self._base = (layer, self._run({}, layer))
         return self._base[1][self._stage(layer)]["resid"]
 
+    def gradients(self, layer: int, fs):
+        """:meth:`.mlp_path.MLPPaths.gradients` on this forward: ``δ_m`` added to layer ``m``'s
+        clean attention sum, every layer before ``layer`` frozen, the MLPs recomputed."""
+        import torch
+
+        from .stages import Pass
+
+        deltas = [torch.zeros_like(self.sums[m], requires_grad=True) for m in range(layer)]
+        frozen = {m: (self._outs[m], self.sums[m] + deltas[m]) for m in range(layer)}
+        with torch.enable_grad():
+            run = Pass(self.tm, self.emb, None, None, None, False, frozen)
+            run.start(None)
+            for st in self.tm.graph.stages[:self._stage(layer)]:
+                run.stage(st, None)
+            return input_gradients(run.resid, deltas, fs)
+
     def changes(self, sources, layers, deltas=None) -> dict:
         """``{(m, s): {l: change}}`` for ``l > m`` in ``layers``; ``K·n·T`` ≤ BATCH_TOKENS."""
         import torch
@@ -114,8 +130,8 @@ class GraphPaths:
 
 
 class ForwardPaths(MLPPaths):
-    """The head search's via-MLP paths (:class:`.mlp_path.MLPPaths`), exact changes on the
-    graph forward (:class:`GraphPaths` on ``tm``); the first-order screen stays hooked."""
+    """The head search's via-MLP paths (:class:`.mlp_path.MLPPaths`' contract) on the graph
+    forward (:class:`GraphPaths` on ``tm``): exact changes and the screen's gradients."""
 
     def __init__(self, hm, seqs, cap, tm):
         super().__init__(hm, seqs, cap)
@@ -130,6 +146,9 @@ class ForwardPaths(MLPPaths):
     def _changes(self, sources, layers, how=None) -> dict:
         deltas = {(int(m), int(s)): self._delta(m, s, how) for m, s in sources}
         return self.graph.changes(sources, layers, deltas)
+
+    def gradients(self, layer: int, fs):
+        return self.graph.gradients(layer, fs)
 
     def kept(self, layer: int, keep, how=None, *, direct: bool = True):
         keep = {(int(m), int(s)) for m, s in keep}
