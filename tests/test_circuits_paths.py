@@ -68,7 +68,7 @@ def test_the_frozen_state_forward_is_mlp_paths_via_mlp_change(kind, ablation):
     how = None if ablation == "zero" else (Counterfactual(ablation, seqs.n), 0)
     want = paths.changes(SOURCES, [1, 2], how)
     tm = TaskModel(net)
-    deltas = None if how is None else {src: paths._share(*src, how) for src in SOURCES}
+    deltas = {src: paths._share(*src, how) for src in SOURCES}
     got = GraphPaths(tm, tm.embed(seqs.ids)).changes(SOURCES, [1, 2], deltas)
     for src, layer in [(src, layer) for src in SOURCES for layer in (1, 2) if layer > src[0]]:
         w, g = want[src][layer], got[src][layer]
@@ -136,8 +136,9 @@ def test_the_via_mlp_change_is_its_edge_set_in_the_graph_forward(kind):
     g = tm.graph
     emb = tm.embed(repeated_sequences(tm.net.config, n=6, batch=5, seed=1).ids)
     clean = tm.run(emb)
-    got = GraphPaths(tm, emb).changes(SOURCES, [1, 2])
     H = g.n_heads
+    zero = {(m, s): clean["outs"][1 + m * (H + 1) + s] for m, s in SOURCES}  # c_S = 0
+    got = GraphPaths(tm, emb).changes(SOURCES, [1, 2], zero)
     for m, s in SOURCES:
         kept, later = via_mlp_edges(g, (m, s))
         cf = list(clean["outs"])
@@ -206,7 +207,7 @@ def test_the_frozen_state_forward_is_mlp_paths_on_smollm2(ablation):
     sources = [(m, s) for m in (0, 3, 10) for s in (0, 4, 8)]
     how = None if ablation == "zero" else (Counterfactual(ablation, seqs.n), 0)
     want = paths.changes(sources, [4, 11, 16], how)
-    deltas = None if how is None else {src: paths._share(*src, how) for src in sources}
+    deltas = {src: paths._share(*src, how) for src in sources}
     tm = TaskModel(net)
     got = GraphPaths(tm, tm.embed(seqs.ids)).changes(sources, [4, 11, 16], deltas)
     for src in sources:

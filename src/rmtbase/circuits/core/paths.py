@@ -34,34 +34,34 @@ def via_mlp_edges(graph, source):
 
 class GraphPaths:
     """Via-MLP changes (module docstring) on ``tm`` for the embeddings ``emb`` ``(n, T, d)``;
-    ``deltas`` ``{(m, s): Δ_S}`` in the residual's space (None, or a source missing: zero,
-    ``Δ_S = o_S``)."""
+    ``deltas`` ``{(m, s): Δ_S}`` in the residual's space. Holds each layer's clean attention
+    sum, not the heads' outputs (``L · n · T · d`` floats, not ``L · H · n · T · d``)."""
 
     def __init__(self, tm, emb):
-        self.tm, self.emb = tm, emb
-        from .stages import Frozen
+        import torch
 
-        g = tm.graph
-        clean = tm.run(emb, frozen=Frozen(stop=len(g.stages) - 1))  # no logits needed
-        H = g.n_heads
-        first = [g.senders.index(Node(li, 0, "head").name) for li in range(g.n_layers)]
-        self._outs = {li: clean["outs"][i:i + H] for li, i in enumerate(first)}
-        self.sums = clean["attn_sums"]
+        from .stages import Pass
+
+        self.tm, self.emb = tm, emb
+        run = Pass(tm, emb, None, None, None, False)
+        run.start(None)
+        with torch.no_grad():
+            for st in tm.graph.stages[:-1]:  # no logits needed
+                run.stage(st, None)
+                run.outs = []  # without an edge set no stage reads them: not kept
+        self.sums = run.attn_sums
+        self._none = [None] * tm.graph.n_heads  # a frozen layer's outputs, never read
         self._base = (-1, None)  # (last layer read, the clean frozen run's states)
 
     def _stage(self, layer: int) -> int:
         return next(i for i, st in enumerate(self.tm.graph.stages)
                     if st.kind == "attn" and st.layer == layer)
 
-    def output(self, m: int, s: int):
-        """``o_S`` of head ``(m, s)`` in the clean run."""
-        return self._outs[m][s]
-
     def _run(self, sums: dict, last: int) -> list:
         """States of a run, layers ``< last`` frozen adding ``sums[j]`` (default: clean)."""
         from .stages import Frozen
 
-        frozen = Frozen({j: (self._outs[j], sums.get(j, self.sums[j])) for j in range(last)},
+        frozen = Frozen({j: (self._none, sums.get(j, self.sums[j])) for j in range(last)},
                         self._stage(last))
         return self.tm.run(self.emb, frozen=frozen, record=True)["checkpoint"]["stages"]
 
@@ -79,7 +79,7 @@ class GraphPaths:
         from .stages import Pass
 
         deltas = [torch.zeros_like(self.sums[m], requires_grad=True) for m in range(layer)]
-        frozen = {m: (self._outs[m], self.sums[m] + deltas[m]) for m in range(layer)}
+        frozen = {m: (self._none, self.sums[m] + deltas[m]) for m in range(layer)}
         with torch.enable_grad():
             run = Pass(self.tm, self.emb, None, None, None, False, frozen)
             run.start(None)
@@ -87,11 +87,10 @@ class GraphPaths:
                 run.stage(st, None)
             return input_gradients(run.resid, deltas, fs)
 
-    def changes(self, sources, layers, deltas=None) -> dict:
+    def changes(self, sources, layers, deltas: dict) -> dict:
         """``{(m, s): {l: change}}`` for ``l > m`` in ``layers``; ``K·n·T`` ≤ BATCH_TOKENS."""
         import torch
 
-        deltas = deltas or {}
         n, t = self.emb.shape[:2]
         per = max(1, BATCH_TOKENS // (n * t))
         out = {}
@@ -107,7 +106,7 @@ class GraphPaths:
                     continue
                 for lo in range(0, len(heads), per):
                     chunk = heads[lo:lo + per]
-                    ds = torch.stack([deltas.get((m, s), self.output(m, s)) for s in chunk])
+                    ds = torch.stack([deltas[(m, s)] for s in chunk])
                     states = self._run({m: self.sums[m] - ds}, max(read))
                     for l in read:
                         x, base = states[self._stage(l)]["resid"], self._clean(l)
