@@ -200,6 +200,29 @@ def family(request):
     return request.param, hm, ids, _run(hm, ids)
 
 
+def test_the_blocks_mlp_is_found_in_every_family(family):
+    """The via-MLP screen runs where a block has an MLP (OPT keeps fc1 and fc2 on the
+    block), and not where the MLP's weights are all zero (an attention-only model)."""
+    import torch
+
+    from rmtbase.circuits.core.mlp_path import has_mlps
+
+    kind, hm, _, _ = family
+    assert has_mlps(hm), kind
+    mlps = [getattr(b, n) for b in hm.layers for n in ("mlp", "fc1", "fc2", "block_sparse_moe")
+            if getattr(b, n, None) is not None]
+    saved = [p.detach().clone() for m in mlps for p in m.parameters()]
+    with torch.no_grad():
+        for p in (p for m in mlps for p in m.parameters()):
+            p.zero_()
+    try:
+        assert not has_mlps(hm), kind
+    finally:
+        with torch.no_grad():
+            for p, v in zip((p for m in mlps for p in m.parameters()), saved, strict=True):
+                p.copy_(v)
+
+
 def test_every_family_of_the_registry_is_covered():
     covered = {_config(k)[1].model_type for k in KINDS}
     assert covered == set(SUPPORTED) - {"gemma3"}  # gemma3: the multimodal wrapper, below

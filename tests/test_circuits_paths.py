@@ -284,3 +284,41 @@ def test_a_base_model_runs_to_the_logits_stage_only():
         assert torch.equal(g, w)
     with pytest.raises(InputError, match="no unembedding: its run stops before the logits"):
         tm.run(emb)
+
+
+def test_opts_via_mlp_change_is_its_mlp_recomputed_by_hand():
+    """OPT keeps its MLP (``fc1``, ``fc2``) on the block, and the task graph does not run it:
+    :class:`MLPPaths`' via-MLP change of a layer-0 source at layer 1 is
+    ``MLP0(h − o_S) − MLP0(h)``, with ``h`` the clean residual after attention 0 and ``o_S``
+    the source's share ``z_S W_O[S]ᵀ``, computed here from the modules."""
+    torch.manual_seed(3)
+    net = transformers.OPTForCausalLM(transformers.OPTConfig(
+        num_hidden_layers=2, num_attention_heads=4, hidden_size=32, ffn_dim=64, vocab_size=40,
+        max_position_embeddings=64, word_embed_proj_dim=32, attn_implementation="eager")).eval()
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=6, batch=5, seed=1)
+    cap, _ = capture(hm, seqs, progress=False)
+    got = MLPPaths(hm, seqs, cap).changes([(0, 1), (0, 3)], [1])
+    blk, seen = net.model.decoder.layers[0], {}
+    hooks = [blk.register_forward_pre_hook(lambda m, a, k: seen.update(x=a[0] if a else
+                                                                      k["hidden_states"]),
+                                           with_kwargs=True),
+             blk.self_attn.register_forward_hook(lambda m, a, o: seen.update(a=o[0])),
+             blk.self_attn.out_proj.register_forward_pre_hook(lambda m, a: seen.update(z=a[0]))]
+    with torch.no_grad():
+        net(torch.as_tensor(seqs.ids))
+        for h in hooks:
+            h.remove()
+        h = seen["x"] + seen["a"]
+
+        def mlp(x):
+            return blk.fc2(blk.activation_fn(blk.fc1(blk.final_layer_norm(x))))
+
+        dh = 32 // 4
+        for s in (1, 3):
+            w = blk.self_attn.out_proj.weight[:, s * dh:(s + 1) * dh]
+            o = seen["z"][..., s * dh:(s + 1) * dh] @ w.T
+            want = mlp(h - o) - mlp(h)
+            scale = float(want.abs().max())
+            assert scale > 1e-3
+            assert float((got[(0, s)][1] - want).abs().max()) <= 1e-5 * max(scale, 1.0)

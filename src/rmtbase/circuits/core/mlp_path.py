@@ -259,14 +259,10 @@ def input_gradients(x, deltas, fs):
 
 
 def has_mlps(hm) -> bool:
-    """Whether the blocks have an MLP (an attention-only model has no via-MLP path)."""
-    blk = hm.layers[0]
-    for name in ("mlp", "feed_forward", "block_sparse_moe", "ffn"):
-        mod = getattr(blk, name, None)
-        if mod is not None and any(p.numel() and bool(p.detach().abs().max() > 0)
-                                   for p in mod.parameters()):
-            return True
-    return False
+    """Whether the blocks have an MLP: a nonzero matrix outside attention (OPT: fc1, fc2)."""
+    blk, attn = hm.layers[0], {id(p) for p in hm.attention(0).parameters()}
+    return any(p.ndim >= 2 and id(p) not in attn and bool(p.detach().abs().max() > 0)
+               for p in blk.parameters())
 
 
 __all__ = ["BATCH_TOKENS", "MLPPaths", "forward_flops", "has_mlps", "input_gradients"]
