@@ -182,6 +182,12 @@ def test_frozen_layers_and_a_stop_take_no_gradient():
         tm.run(emb, grad=True, frozen=frozen)
     with pytest.raises(InputError, match="take no gradient"):
         tm.run(emb, grad=True, frozen=Frozen(stop=2))
+    # a frozen layer given without its heads' outputs runs without an edge set only
+    bare = Frozen({1: (None, clean["attn_sums"][1])})
+    got = tm.run(emb, frozen=bare)["logits"]
+    assert float((got - clean["logits"]).abs().max()) <= 1e-5 * float(clean["logits"].abs().max())
+    with pytest.raises(InputError, match="reads a frozen layer's heads' outputs"):
+        tm.run(emb, cf=clean["outs"], kept=tm.graph.full(), frozen=bare)
 
 
 @pytest.mark.slow

@@ -171,16 +171,8 @@ class TaskModel:
         run = Pass(self, emb, cf, blocks, sets, grad, frozen.layers)
         first = run.start(resume)
         stages = [] if record else None
-        ctx = torch.enable_grad() if grad else torch.no_grad()
-        with ctx:
-            for si in range(first, len(self.graph.stages)):
-                st = self.graph.stages[si]
-                if record:
-                    stages.append(run.state())
-                if si == frozen.stop:
-                    break
-                rem = None if blocks is None or not blocks[si].any() else blocks[si]
-                run.stage(st, rem)
+        with torch.enable_grad() if grad else torch.no_grad():
+            run.through(first, frozen.stop, stages)
         out = {"logits": run.logits, "outs": run.outs, "leaves": run.leaves,
                "attn_sums": run.attn_sums}
         if record:

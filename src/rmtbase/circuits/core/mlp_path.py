@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .hooks import Stop, forward, hooked
+from .via_mlp import ViaMLP
 
 #: Sequences a hooked forward pass runs at once (times the sources stacked in it).
 BATCH_TOKENS = 8192
@@ -40,12 +41,11 @@ def _module(hm, layer):
     return f(layer) if f is not None else hm.attention(layer)
 
 
-class MLPPaths:
-    """Hooked forward passes of ``hm.net`` on ``seqs`` (module docstring); ``cap``: their
-    capture (:class:`.capture.Captured`)."""
+class MLPPaths(ViaMLP):
+    """:class:`.via_mlp.ViaMLP` by hooked forward passes of ``hm.net`` (module docstring)."""
 
     def __init__(self, hm, seqs, cap):
-        self.hm, self.seqs, self.cap = hm, seqs, cap
+        super().__init__(hm, seqs, cap)
         self.contrib = None   # clean attention contributions per layer (N, T, d)
         self.base: dict = {}  # x_l of the hooked run without a subtraction
         self._base_at: dict = {}  # the hooked clean run's residuals, per layer read
@@ -103,24 +103,6 @@ class MLPPaths:
                         else None for j in range(self.hm.n_layers)]
 
     # exact ------------------------------------------------------------------------------
-    def changes(self, sources, layers, how=None) -> dict:
-        """{(m, s): {l: Δ_l + o_S}}: per source, the via-MLP change ``(N, T, d)`` of the residual
-        entering each receiver layer ``l > m`` in ``layers`` with the source's output replaced as
-        ``how`` says (:meth:`.receiver.Patcher.hows`; None: removed); kept for the layer's
-        receivers."""
-
-        if not sources or not layers:
-            return {}
-        memo = self.__dict__.setdefault("_memo", {})
-        tag = None if how is None else (how[0].kind, how[1])
-        todo = [src for src in sources if any((tag, src, l) not in memo for l in layers
-                                              if l > src[0])]
-        if todo:
-            for src, got in self._changes(todo, layers, how).items():
-                for l, v in got.items():
-                    memo[(tag, src, l)] = v
-        return {src: {l: memo[(tag, src, l)] for l in layers if l > src[0]} for src in sources}
-
     def _changes(self, sources, layers, how=None) -> dict:
         """:meth:`changes` computed (the hooked runs, sources stacked)."""
         import torch
@@ -168,32 +150,7 @@ class MLPPaths:
             self._base_at = {key: self._stacked(1, None, layers, stop)}
         return self._base_at[key]
 
-    def _share(self, m, s, how=None):
-        """Head (m, s)'s share of layer m's contribution module's output, or the change of that
-        share under ``how``'s counterfactual (:meth:`changes`)."""
-        import torch
-
-        scale = None if self.cap.scale is None else self.cap.scale[m]
-        z = self.cap.z[m][:, :, s, :].float()
-        if how is None:
-            return self.hm.source_contribution(m, s, z, scale=scale).float()
-        u = how[0].delta(z if scale is None else z * scale.float(), how[1])
-        one = None if scale is None else torch.ones_like(scale)
-        return self.hm.source_contribution(m, s, u, scale=one).float()
-
-    def _direct(self, m, share):
-        """The residual-space direct part of a share (the block's factor on it)."""
-        return share * float(self.hm.contribution_factor(m))
-
-    def joint(self, layer: int, how=None):
-        """The via-MLP change at ``layer`` with every earlier head's share replaced at once."""
-        return self.kept(layer, (), how, direct=False)
-
     def kept(self, layer: int, keep, how=None, *, direct: bool = True):
-        """The change ``(N, T, d)`` of the residual entering ``layer`` when every head of an
-        earlier layer but those in ``keep`` ((m, s) pairs) has its share replaced as ``how``
-        says, the MLPs recomputed and every other attention output held clean: the direct
-        changes and the MLP-mediated ones (``direct=False``: only the latter)."""
         import torch
 
         keep = {(int(m), int(s)) for m, s in keep}
@@ -213,8 +170,6 @@ class MLPPaths:
 
     # first order ------------------------------------------------------------------------
     def gradients(self, layer: int, fs):
-        """(``[∂f/∂x_l]``, ``[[∂f/∂δ_m for m < layer]]``) of each scalar function of the residual
-        entering ``layer`` in ``fs``, through one hooked forward."""
         import torch
 
         self._ensure_clean(layer)
@@ -223,23 +178,6 @@ class MLPPaths:
         got = self._run(self.seqs.ids, lambda j: deltas[j] if j < layer else None, {layer},
                         layer, grad=True)
         return input_gradients(got[layer], deltas, fs)
-
-    def attribution(self, layer: int, fs, combine, how=None) -> np.ndarray:
-        """``(layer, H)``: ``combine`` of ``⟨G_m − ∂f/∂x_l, o_S⟩`` per sequence for every earlier
-        head S (``fs``, ``combine``: :func:`.screen.metrics`), ``o_S`` the change of ``how``'s
-        counterfactual (a first-order ``how``: resample with its pairings' mean)."""
-        import torch
-
-        g_ls, g_ms = self.gradients(layer, fs)
-        out = np.zeros((layer, self.hm.n_heads))
-        with torch.inference_mode():
-            for m in range(layer):
-                ds = [g_ms[i][m] - g_ls[i] for i in range(len(fs))]
-                for s in range(self.hm.n_heads):
-                    o = self._share(m, s, how)
-                    d = torch.stack([(g * o).sum((-1, -2)) for g in ds]).double().numpy()
-                    out[m, s] = combine(d)
-        return out
 
 
 def input_gradients(x, deltas, fs):

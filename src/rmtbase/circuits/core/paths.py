@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import Node
-from .mlp_path import BATCH_TOKENS, MLPPaths, input_gradients
+from .mlp_path import BATCH_TOKENS, input_gradients
+from .via_mlp import ViaMLP
 
 
 def via_mlp_edges(graph, source):
@@ -44,13 +45,9 @@ class GraphPaths:
 
         self.tm, self.emb = tm, emb
         run = Pass(tm, emb, None, None, None, False)
-        run.start(None)
-        with torch.no_grad():
-            for st in tm.graph.stages[:-1]:  # no logits needed
-                run.stage(st, None)
-                run.outs = []  # without an edge set no stage reads them: not kept
+        with torch.no_grad():  # no logits needed
+            run.through(run.start(None), len(tm.graph.stages) - 1, keep=False)
         self.sums = run.attn_sums
-        self._none = [None] * tm.graph.n_heads  # a frozen layer's outputs, never read
         self._base = (-1, None)  # (last layer read, the clean frozen run's states)
 
     def _stage(self, layer: int) -> int:
@@ -61,7 +58,7 @@ class GraphPaths:
         """States of a run, layers ``< last`` frozen adding ``sums[j]`` (default: clean)."""
         from .stages import Frozen
 
-        frozen = Frozen({j: (self._none, sums.get(j, self.sums[j])) for j in range(last)},
+        frozen = Frozen({j: (None, sums.get(j, self.sums[j])) for j in range(last)},
                         self._stage(last))
         return self.tm.run(self.emb, frozen=frozen, record=True)["checkpoint"]["stages"]
 
@@ -72,19 +69,17 @@ class GraphPaths:
         return self._base[1][self._stage(layer)]["resid"]
 
     def gradients(self, layer: int, fs):
-        """:meth:`.mlp_path.MLPPaths.gradients` on this forward: ``δ_m`` added to layer ``m``'s
+        """:meth:`.via_mlp.ViaMLP.gradients` on this forward: ``δ_m`` added to layer ``m``'s
         clean attention sum, every layer before ``layer`` frozen, the MLPs recomputed."""
         import torch
 
         from .stages import Pass
 
         deltas = [torch.zeros_like(self.sums[m], requires_grad=True) for m in range(layer)]
-        frozen = {m: (self._none, self.sums[m] + deltas[m]) for m in range(layer)}
+        frozen = {m: (None, self.sums[m] + deltas[m]) for m in range(layer)}
         with torch.enable_grad():
             run = Pass(self.tm, self.emb, None, None, None, False, frozen)
-            run.start(None)
-            for st in self.tm.graph.stages[:self._stage(layer)]:
-                run.stage(st, None)
+            run.through(run.start(None), self._stage(layer), keep=False)
             return input_gradients(run.resid, deltas, fs)
 
     def changes(self, sources, layers, deltas: dict) -> dict:
@@ -128,9 +123,9 @@ class GraphPaths:
             return got if direct or total is None else got + total
 
 
-class ForwardPaths(MLPPaths):
-    """The head search's via-MLP paths (:class:`.mlp_path.MLPPaths`' contract) on the graph
-    forward (:class:`GraphPaths` on ``tm``): exact changes and the screen's gradients."""
+class ForwardPaths(ViaMLP):
+    """The head search's via-MLP paths (:class:`.via_mlp.ViaMLP`) on the graph forward
+    (:class:`GraphPaths` on ``tm``): exact changes and the screen's gradients."""
 
     def __init__(self, hm, seqs, cap, tm):
         super().__init__(hm, seqs, cap)

@@ -60,9 +60,8 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
 
 @dataclass(frozen=True)
 class Frozen:
-    """What a run holds at clean values: ``layers`` ``{layer: (its heads' outputs, their sum
-    with the bias)}``, sent as given and not recomputed; ``stop``: the stage whose start ends
-    the run (its state recorded; None: through the logits)."""
+    """Held at clean values: ``layers`` ``{layer: (its heads' outputs or None, their sum with
+    the bias)}``, not recomputed; ``stop``: the stage whose start ends the run (recorded)."""
 
     layers: dict = field(default_factory=dict)
     stop: int | None = None
@@ -124,6 +123,20 @@ class Pass:
         return {"resid": self.resid, "mlp_resid": self.mlp_resid, "dsum": self.dsum,
                 "mlp_dsum": self.mlp_dsum, "n_out": self.n_out}
 
+    def through(self, first: int, stop: int | None = None, states: list | None = None, *,
+                keep: bool = True):
+        """Run stages ``first`` to ``stop`` (exclusive; None: all), appending each one's start
+        state (and ``stop``'s) to ``states``; ``keep=False``: ``outs`` dropped (no edge set)."""
+        for si in range(first, len(self.tm.graph.stages)):
+            if states is not None:
+                states.append(self.state())
+            if si == stop:
+                break
+            blk = None if self.blocks is None else self.blocks[si]
+            self.stage(self.tm.graph.stages[si], None if blk is None or not blk.any() else blk)
+            if not keep:
+                self.outs = []
+
     def stage(self, st, rem) -> None:
         """Run stage ``st`` with its removed block ``rem`` (None: nothing removed)."""
         {"attn": self._attn, "mlp": self._mlp}.get(st.kind, self._logits)(st, rem)
@@ -136,8 +149,11 @@ class Pass:
         tm, hm, li = self.tm, self.tm.hm, st.layer
         H = hm.n_heads
         if li in self.frozen:  # every head at its clean output: nothing recomputed
-            new, attn_sum = ([copies(o, self.sets) for o in self.frozen[li][0]],
-                             copies(self.frozen[li][1], self.sets))
+            outs, attn_sum = self.frozen[li]
+            if outs is None and self.dsum is not None:
+                raise InputError("an edge set's run reads a frozen layer's heads' outputs")
+            new = [None] * H if outs is None else [copies(o, self.sets) for o in outs]
+            attn_sum = copies(attn_sum, self.sets)
         else:
             new, attn_sum = self._heads(li, self._in(self.resid, self.dsum, st, rem))
         self.attn_sums.append(attn_sum)
