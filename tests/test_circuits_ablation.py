@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from rmtbase.circuits.core.capture import Captured, capture  # noqa: E402
-from rmtbase.circuits.core.counterfactual import Counterfactual, other  # noqa: E402
+from rmtbase.circuits.core.counterfactual import Counterfactual, other, partners  # noqa: E402
 from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
 from rmtbase.circuits.core.receiver import Patcher  # noqa: E402
 from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
@@ -44,7 +44,8 @@ def test_each_counterfactual_change_is_its_definition():
     for p in range(cf.pairings):
         got = cf.delta(u, p)
         for n in range(6):  # pairing p reads sequence (n + p + 1) mod N at the same position
-            torch.testing.assert_close(got[n], u[n] - u[(n + p + 1) % 6])
+            assert torch.equal(got[n], u[n] - u[(n + p + 1) % 6])  # a copy, one subtraction
+    assert partners(range(6), 6, 1).tolist() == [2, 3, 4, 5, 0, 1]
     torch.testing.assert_close(cf.delta(u, None),
                                sum(cf.delta(u, p) for p in range(4)) / 4)
     assert other("mean") == "resample" and other("resample") == "mean"

@@ -15,13 +15,13 @@ model sees on inputs of the same distribution, ``o_cf = u_cf W_O[S]``; since ``o
   ways no content removes: the first token, and the first against the repeated half of the
   probe's sequences, where an induction or previous-token head writes something else.
 - ``resample``: the output on another sequence at the same position: pairing ``p = 1 … P``
-  uses sequence ``(n + p) mod N`` (``P = min(RESAMPLE_PAIRINGS, N − 1)``, each a derangement);
+  uses sequence ``(n + p) mod N`` (:func:`partners`; ``P = min(RESAMPLE_PAIRINGS, N − 1)``);
   an effect is the mean over the ``P`` pairings of its per-sequence values (causal scrubbing's
   resampling: Chan et al. 2022; Zhang & Nanda 2024, arXiv:2309.16042); a first-order estimate
   uses the pairings' mean ``Δ``.
 - ``corrupted`` (the task search only: it has paired prompts): the output on the prompt's
-  corrupted twin (Wang et al. 2022); the task search's ``resample`` reads the next prompt's
-  clean run (one pairing).
+  corrupted twin (Wang et al. 2022); the task search's ``resample`` takes the first pairing
+  alone (``P = 1``: it runs many edge sets a prompt), its ``mean`` :func:`leave_one_out`.
 - ``zero``: ``u_cf = 0``, a value the model never sees: a large constant output moves the
   receiver off its input distribution and looks causal when it carries nothing (Heimersheim
   & Nanda 2024, arXiv:2404.15255); kept to show such artefacts, never the default.
@@ -32,6 +32,8 @@ The head search's default, ``mean``, costs one patch per source (resample ``P``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 #: The head search's counterfactuals and the task search's, each search's default first.
 HEAD = ("mean", "resample", "zero")
@@ -86,19 +88,33 @@ class Counterfactual:
         picks a resample pairing, ``None`` their mean (for first-order estimates)."""
         import torch
 
+        n = u.shape[0]
         if self.kind == "zero":
             return u
-        if self.kind == "mean":
-            n = u.shape[0]
-            return (u - u.mean(0, keepdim=True)) * (n / (n - 1)) if n > 1 else torch.zeros_like(u)
-        if u.shape[0] < 2:
+        if n < 2:
             return torch.zeros_like(u)
+        if self.kind == "mean":  # = u − leave_one_out(Σu, u, n), exactly 0 for a constant u
+            return (u - u.mean(0, keepdim=True)) * (n / (n - 1))
+        rows = np.arange(n)
         if pairing is None:
-            cf = sum(torch.roll(u, shifts=-(p + 1), dims=0) for p in range(self.pairings))
+            cf = sum(u[partners(rows, n, p)] for p in range(self.pairings))
             return u - cf / self.pairings
-        return u - torch.roll(u, shifts=-(int(pairing) + 1), dims=0)
+        return u - u[partners(rows, n, int(pairing))]
+
+
+def partners(rows, n: int, pairing: int = 0) -> np.ndarray:
+    """Resample's pairing ``p`` (from 0): row ``i`` of ``n`` reads sequence ``(i + p + 1) mod
+    n`` (module docstring: the head search averages ``P`` pairings, the task search takes 0)."""
+    return (np.asarray(rows) + int(pairing) + 1) % int(n)
+
+
+def leave_one_out(total, own, n: int):
+    """Mean ablation's value ``(Σ − own) / (n − 1)``, for prompts in batches (``delta`` takes
+    its change as ``n/(n − 1) · (u − ū)``, exactly 0 for a constant ``u``)."""
+    return (total - own) / (n - 1)
 
 
 
 __all__ = ["ABLATIONS", "DEFAULT_ABLATION", "DEFAULT_TASK", "HEAD", "KEEP_FRACTION",
-           "RESAMPLE_PAIRINGS", "TASK", "TASK_OTHER", "Counterfactual", "check_kind", "other"]
+           "RESAMPLE_PAIRINGS", "TASK", "TASK_OTHER", "Counterfactual", "check_kind",
+           "leave_one_out", "other", "partners"]

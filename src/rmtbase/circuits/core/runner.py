@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ...errors import InputError
-from .counterfactual import DEFAULT_TASK, TASK, check_kind
+from .counterfactual import DEFAULT_TASK, TASK, check_kind, leave_one_out, partners
 from .edge_sets import copies
 from .metric import METRICS, check_metric, metric
 from .prompts import Task
@@ -107,13 +107,12 @@ class Runner:
         if self.counterfactual == "corrupted":
             cf = tm.run(tm.embed(self.task.corrupted[lo:hi]))["outs"]
         elif self.counterfactual == "resample":  # the next prompt's clean run
-            nxt = (np.arange(lo, hi) + 1) % self.task.n
+            nxt = partners(np.arange(lo, hi), self.task.n)
             cf = tm.run(tm.embed(self.task.clean[nxt]))["outs"]
-        elif self.counterfactual == "mean":  # leave-one-out: (Σ_j o_j − o_i) / (N − 1)
-            n = self.task.n
+        elif self.counterfactual == "mean":
             with torch.no_grad():
-                cf = [(s - o) / (n - 1) for s, o in zip(self._output_sums(), clean["outs"],
-                                                        strict=True)]
+                cf = [leave_one_out(s, o, self.task.n)
+                      for s, o in zip(self._output_sums(), clean["outs"], strict=True)]
         else:
             cf = [torch.zeros_like(emb)] * len(tm.graph.senders)
         b = {"emb": emb, "cf": cf, "cf_emb": cf[0],
