@@ -81,6 +81,7 @@ class Pass:
         self.emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
         self.delta = partial(edge_delta, sets=sets)
         self.buf = self.logits = None
+        self.dl = []  # with a gradient (no buffer): each sender's o_s − c_s, computed once
         if blocks is not None and not grad:
             self.buf = torch.empty((len(tm.graph.senders), *self.emb.shape),
                                    dtype=self.emb.dtype)
@@ -92,8 +93,14 @@ class Pass:
         if self.buf is not None:
             flat = self.buf[:st.n_senders].reshape(st.n_senders, -1)
             return flat if cols.size == st.n_senders else flat[torch.as_tensor(cols)]
-        return torch.stack([self.delta(self.outs[int(s)], self.cf[int(s)])
-                            for s in cols]).flatten(1)
+        return torch.stack([self.dl[int(s)] for s in cols]).flatten(1)
+
+    def _keep_delta(self, s: int, d) -> None:
+        """Sender ``s``'s ``o_s − c_s`` into the buffer, or (with a gradient) the list."""
+        if self.buf is not None:
+            self.buf[s] = d
+        else:
+            self.dl.append(d)
 
     def start(self, resume) -> int:
         """Set the state at the first stage (``resume``: a recorded one); that stage."""
@@ -114,8 +121,7 @@ class Pass:
         self.dsum = self.mlp_dsum = None
         if self.blocks is not None:  # Σ (o_s − c_s) over senders so far
             self.dsum = self.delta(self.emb, self.cf[0])
-            if self.buf is not None:
-                self.buf[0] = self.dsum
+            self._keep_delta(0, self.dsum)
         return 0
 
     def state(self) -> dict:
@@ -161,9 +167,8 @@ class Pass:
         if self.dsum is not None:
             heads = [self.delta(o, c) for o, c in zip(new, self.cf[self.n_out:self.n_out + H],
                                                       strict=True)]
-            if self.buf is not None:
-                for j, dh in enumerate(heads):
-                    self.buf[self.n_out + j] = dh
+            for j, dh in enumerate(heads):
+                self._keep_delta(self.n_out + j, dh)
             self.dsum = self.dsum + sum(heads)
             self.mlp_dsum = self.mlp_dsum if tm.parallel else self.dsum
         self.outs += new
@@ -198,8 +203,7 @@ class Pass:
             y = tm.mlp_posts[li](y)
         if self.dsum is not None:
             dy = self.delta(y, self.cf[self.n_out])
-            if self.buf is not None:
-                self.buf[self.n_out] = dy
+            self._keep_delta(self.n_out, dy)
             self.dsum = self.dsum + dy
         self.outs.append(y)
         self.n_out += 1
