@@ -47,7 +47,6 @@ class MLPPaths(ViaMLP):
     def __init__(self, hm, seqs, cap):
         super().__init__(hm, seqs, cap)
         self.contrib = None   # clean attention contributions per layer (N, T, d)
-        self.base: dict = {}  # x_l of the hooked run without a subtraction
         self._base_at: dict = {}  # the hooked clean run's residuals, per layer read
 
     # the hooked forward ----------------------------------------------------------------
