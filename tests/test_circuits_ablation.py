@@ -44,7 +44,7 @@ def test_each_counterfactual_change_is_its_definition():
     for p in range(cf.pairings):
         got = cf.delta(u, p)
         for n in range(6):  # pairing p reads sequence (n + p + 1) mod N at the same position
-            assert torch.equal(got[n], u[n] - u[(n + p + 1) % 6])  # a copy, one subtraction
+            assert torch.equal(got[n], u[n] - u[(n + p + 1) % 6])  # exact: copies, one IEEE subtraction
     assert partners(range(6), 6, 1).tolist() == [2, 3, 4, 5, 0, 1]
     torch.testing.assert_close(cf.delta(u, None),
                                sum(cf.delta(u, p) for p in range(4)) / 4)
