@@ -499,21 +499,32 @@ def test_full_graph_is_one_and_empty_graph_the_corrupted_model(metric):
     assert evaluate_kept(sc, curve_kept(cur, tm))["faithfulness"] >= 0.8
 
 
-def test_attribution_in_context_is_the_hooked_models_directional_derivative():
+@pytest.mark.parametrize("density", [0.6, 0.15])
+def test_attribution_in_context_is_the_hooked_models_directional_derivative(density):
     """``within`` a circuit ``C`` (the edges outside it carrying the corrupted run's outputs),
     an edge's attribution at ``steps = 0`` is the derivative of what the metric loses as the
     edge moves toward the counterfactual in ``C``'s run, by central differences on the hooked
-    model; with every edge in ``C`` it is the attribution at the clean run."""
+    model; the edges outside ``C`` are NaN; with every edge in ``C`` it is the attribution at
+    the clean run. At density 0.15 fewer edges are kept than removed and some receivers keep
+    none (the forward's :class:`Rows` inputs)."""
+    from rmtbase.circuits.core.stages import Rows
+
     net, task = _gpt2(seed=2), _task(seed=1)
     tm = TaskModel(net)
     g, names = tm.graph, tm.graph.edge_names()
     r = Runner(tm, task, batch=4)
     cf, _ = _hf_outputs(net, task.corrupted)
-    circuit = np.random.default_rng(8).random(g.n_edges) < 0.6
+    circuit = np.random.default_rng(8).random(g.n_edges) < density
+    last = g.stages[-1]
+    circuit[last.offset:last.offset + last.size] = True  # the logits read every sender
+    b = r.prepared(0, task.n)
+    leaves = tm.run(b["emb"], cf=b["cf"], kept=circuit, grad=True)["leaves"]
+    assert any(isinstance(x, Rows) for x in leaves) == (density < 0.5)
     score, se = attribute(r, within=circuit)
+    assert np.isnan(score[~circuit]).all() and np.isfinite(score[circuit]).all()
     out = [names[i] for i in np.flatnonzero(~circuit)]
     eps, checked = 1e-3, 0
-    for i in np.flatnonzero(circuit)[::7]:
+    for i in np.flatnonzero(circuit)[::max(1, int(circuit.sum()) // 8)]:
         e = names[i]
         up = _logit_diff(_hf_without(net, task.clean, [*out, e], cf, {e: eps}), task)
         down = _logit_diff(_hf_without(net, task.clean, [*out, e], cf, {e: -eps}), task)

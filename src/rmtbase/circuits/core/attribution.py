@@ -38,7 +38,9 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     """``(score, se)`` ``(n_edges,)`` float64: the mean over prompts of the estimated metric
     loss when the edge alone carries the counterfactual, and its standard error.
     ``by_position``: ``(n_edges, T)``, the edge carrying it at one position (the sum over
-    ``d`` only; summed over positions it is the edge's score)."""
+    ``d`` only; summed over positions it is the edge's score). ``within``: an edge set ``C``,
+    the gradient taken in ``C``'s run (the others carrying the counterfactual); only ``C``'s
+    edges are scored, the others NaN."""
     g = runner.tm.graph
     steps = default_steps(runner.metric) if steps is None else int(steps)
     if within is not None:
@@ -62,8 +64,23 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
             p.requires_grad_(True)
     n, (total, total2) = runner.task.n, sums
     mean = total / n
-    var = np.maximum(total2 - n * mean ** 2, 0.0) / (n - 1)
-    return mean, np.sqrt(var / n)
+    se = np.sqrt(np.maximum(total2 - n * mean ** 2, 0.0) / (n - 1) / n)
+    if within is not None:  # an edge outside the set is not scored
+        mean[~within], se[~within] = np.nan, np.nan
+    return mean, se
+
+
+def _grad(leaf):
+    """A stage's ``∂m/∂x`` ``(R, n, T, d)``; 0 outside :class:`.stages.Rows`' ``rows``."""
+    import torch
+
+    from .stages import Rows
+
+    if not isinstance(leaf, Rows):
+        return leaf.grad
+    out = torch.zeros((leaf.count, *leaf.base.shape), dtype=leaf.base.dtype)
+    return out if leaf.x is None else out.index_copy_(0, torch.as_tensor(leaf.rows),
+                                                      leaf.x.grad)
 
 
 def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
@@ -78,7 +95,7 @@ def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
         res = tm.run(emb, grad=True) if within is None else \
             tm.run(emb, cf=b["cf"], kept=within, grad=True)
         runner.value(b, res["logits"]).sum().backward()
-        gs = [leaf.grad for leaf in res["leaves"]]
+        gs = [_grad(leaf) for leaf in res["leaves"]]
         grads = gs if grads is None else [x + y for x, y in zip(grads, gs, strict=True)]
         if a == 1.0:  # at the clean embeddings this run's outputs are the clean run's
             clean = [o.detach() for o in res["outs"]]

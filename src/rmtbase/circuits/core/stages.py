@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,13 +16,40 @@ from .edge_sets import copies
 from .edge_sets import delta as edge_delta
 
 
+class Rows(NamedTuple):
+    """``count`` inputs: ``rows``' ``x`` (None: none) take a gradient, the others read ``base``."""
+
+    base: object
+    rows: np.ndarray
+    x: object
+    count: int
+
+    def row(self, r: int):
+        hit = np.flatnonzero(self.rows == r)
+        return self.x[int(hit[0])] if hit.size else self.base
+
+
+def first(x):
+    """The first receiver's input of a stage's inputs (a tensor or :class:`Rows`)."""
+    return x.row(0) if isinstance(x, Rows) else x[0]
+
+
+def _leaf(x):
+    """``x`` with its gradient kept (a leaf where nothing before it takes one)."""
+    if x.requires_grad:
+        x.retain_grad()
+        return x
+    return x.detach().requires_grad_()
+
+
 def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
     """``(R, n, T, d)`` the stage's receiver inputs (:mod:`.forward`): ``x − Σ_removed
     (o_s − c_s)``, or where fewer edges are kept than removed the same as ``x − D +
     Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``).
     ``diffs(cols)``: ``(len(cols), n·T·d)`` the senders' ``o_s − c_s``. Only the receivers
     with a sparse-side edge are summed, as one matrix product. ``sets``: ``removed`` is
-    ``(R, S, K)``, a column per edge set (:meth:`.forward.TaskModel.run_sets`)."""
+    ``(R, S, K)``, a column per edge set (:meth:`.forward.TaskModel.run_sets`). With a
+    gradient, fewer edges kept: :class:`Rows`, receivers keeping no edge share ``x − D``."""
     import torch
 
     r_count = len(st.receivers)
@@ -33,7 +61,7 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
         base = resid - dsum if sign > 0 else resid
         x = base.expand(r_count, *resid.shape)
         other = tuple(range(2, sparse.ndim))  # positions (one set) or sets (a batch)
-        rows = np.flatnonzero(sparse.any((1, *other)))
+        rows, upd = np.flatnonzero(sparse.any((1, *other))), None
         if rows.size:
             cols = np.flatnonzero(sparse.any((0, *other)))
             diff = diffs(cols)
@@ -45,15 +73,16 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
                 upd = torch.einsum("rct,cntd->rntd", w, diff.view(cols.size, *resid.shape))
             else:
                 upd = (w @ diff).view(rows.size, *resid.shape)
-            if rows.size == r_count:
-                x = x + upd if sign > 0 else x - upd
-            else:
-                x = x.clone().index_add_(0, torch.as_tensor(rows), upd, alpha=sign)
+        if leaves is not None and sign > 0 and not other and rows.size < r_count:
+            part = Rows(base, rows, _leaf(base + upd) if rows.size else None, r_count)
+            leaves.append(part)
+            return part
+        if rows.size == r_count:
+            x = x + upd if sign > 0 else x - upd
+        elif rows.size:
+            x = x.clone().index_add_(0, torch.as_tensor(rows), upd, alpha=sign)
     if leaves is not None:  # ∂m/∂x kept on x itself: no zero leaf, no materialised sum
-        if x.requires_grad:
-            x.retain_grad()
-        else:
-            x = x.detach().requires_grad_()
+        x = _leaf(x)
         leaves.append(x)
     return x
 
@@ -182,9 +211,15 @@ class Pass:
         import torch
 
         hm, H = self.tm.hm, self.tm.hm.n_heads
-        shared = x.stride(0) == 0 and not x.requires_grad  # one input, no gradient per receiver
-        xn = hm.norm(li)(x[:1]).expand_as(x) if shared else hm.norm(li)(x)
-        xs = xn.unbind(0)  # one backward for all 3H inputs, not a zero-filled copy each
+        if isinstance(x, Rows):  # the shared input normed once, each row's on its own
+            xs = [hm.norm(li)(x.base)] * (3 * H)
+            for r, xr in zip(x.rows, () if x.x is None else hm.norm(li)(x.x).unbind(0),
+                             strict=True):
+                xs[r] = xr
+        else:
+            shared = x.stride(0) == 0 and not x.requires_grad  # one input, no own gradient
+            xn = hm.norm(li)(x[:1]).expand_as(x) if shared else hm.norm(li)(x)
+            xs = xn.unbind(0)  # one backward for all 3H inputs, not a zero-filled copy each
         zs = []
         for h in range(H):
             q = hm.query(li, h, xs[h])
@@ -197,7 +232,7 @@ class Pass:
     def _mlp(self, st, rem) -> None:
         tm, li = self.tm, st.layer
         x = self._in(self.mlp_resid, self.mlp_dsum, st, rem)
-        y = tm.mlps[li](tm.mlp_norms[li](x[0]))
+        y = tm.mlps[li](tm.mlp_norms[li](first(x)))
         y = y[0] if isinstance(y, tuple) else y
         if tm.mlp_posts[li] is not None:
             y = tm.mlp_posts[li](y)
@@ -216,10 +251,10 @@ class Pass:
         if tm.head is None or tm.final is None:
             raise InputError("this model has no unembedding: its run stops before the logits")
         x = self._in(self.resid, self.dsum, st, rem)
-        logits = tm.head(tm.final(tm.readout(x[0])))
+        logits = tm.head(tm.final(tm.readout(first(x))))
         if tm.softcap:
             logits = torch.tanh(logits / tm.softcap) * tm.softcap
         self.logits = logits
 
 
-__all__ = ["Frozen", "Pass", "receiver_inputs"]
+__all__ = ["Frozen", "Pass", "Rows", "first", "receiver_inputs"]
