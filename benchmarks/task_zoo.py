@@ -44,7 +44,8 @@ difference and of its percentage of the full model's, and the smallest ``k`` wit
 never-removed ones) loses the stretch before its first realised count; the first area is the
 one to compare. Also: rmtbase's own scorer against the evaluator on the rmtbase ranking.
 ``--best-subsets K``: instead, how far any ranking of rmtbase's top ``K`` edges could draw
-(:func:`best_subsets`).
+(:func:`best_subsets`). ``--swaps K``: instead, whether one edge swapped in rmtbase's top ``K``
+finds a better circuit of that size (:func:`best_swaps`).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python \\
         benchmarks/task_zoo.py --peers /work/peers/bin/python [--prompts 64] [--json zoo.json]
@@ -230,6 +231,34 @@ def best_subsets(folder, task, seed: int, top: int) -> dict:
             "area_prefix": float(np.trapezoid(prefix, x)),
             "area_best": float(np.trapezoid(best, x)),
             "area_tied": float(x[top] * (prefix[0] + prefix[top]) / 2)}
+
+
+def best_swaps(folder, task, seed: int, k: int, best: int = 5) -> dict:
+    """Is rmtbase's top ``k`` a local optimum of pruning's objective? On ``task``'s fit half,
+    every set of ``k`` edges one swap away from it (one edge out, one in: ``k (E − k)`` sets)
+    scored by rmtbase's scorer; the ``best`` of them and the top ``k`` itself scored again on
+    the held-out half."""
+    from rmtbase.circuits.core.faithfulness import Scorer, top_k
+    from rmtbase.circuits.core.runner import Runner
+    from rmtbase.circuits.task.search import find_task_circuit
+
+    fit, held = split(task, seed)
+    res = find_task_circuit(str(folder), fit, counterfactual="corrupted", holdout=0)
+    n = res["tm"].graph.n_edges
+    base = top_k(np.argsort(-np.asarray(res["ranking"]), kind="stable"), k, n)
+    sets = []
+    for a in np.flatnonzero(base):
+        for b in np.flatnonzero(~base):
+            s = base.copy()
+            s[[a, b]] = False, True
+            sets.append(s)
+    fs, hs = (Scorer(Runner(res["tm"], t, counterfactual="corrupted")) for t in (fit, held))
+    f = fs.faithfulness(fs.means([base, *sets], f"{len(sets)} swaps"))
+    top = np.argsort(-f[1:], kind="stable")[:best]
+    h = hs.faithfulness(hs.means([base, *(sets[i] for i in top)], "held out"))
+    return {"task": task.name, "k": k, "swaps": len(sets), "fit_top_k": float(f[0]),
+            "fit_best_swaps": f[1:][top].tolist(), "held_top_k": float(h[0]),
+            "held_best_swaps": h[1:].tolist()}
 
 
 def _task_doc(folder, task) -> dict:
@@ -859,6 +888,8 @@ def main(argv=None) -> int:
     p.add_argument("--best-subsets", type=int, default=0, metavar="K",
                    help="instead: on the held-out half, every subset of rmtbase's top K "
                         "edges (best_subsets)")
+    p.add_argument("--swaps", type=int, default=0, metavar="K",
+                   help="instead: every one-edge swap of rmtbase's top K (best_swaps)")
     p.add_argument("--suite", action="store_true",
                    help="every model and task of SUITE in one run, one table")
     p.add_argument("--rows", default=None, help="with --suite: the rows to run, comma-separated "
@@ -889,8 +920,9 @@ def main(argv=None) -> int:
         args.length = int(tasks["answer"].length)
     else:
         tasks = zoo_tasks(args.prompts, args.length, args.seed)
-    if args.best_subsets:
+    if args.best_subsets or args.swaps:
         rows = [best_subsets(folder, tasks[t], args.seed, args.best_subsets)
+                if args.best_subsets else best_swaps(folder, tasks[t], args.seed, args.swaps)
                 for t in args.tasks.split(",")]
         print(json.dumps(rows, indent=1))
         return 0
