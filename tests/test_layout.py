@@ -199,6 +199,21 @@ def test_circuits_modules_live_in_the_core_or_a_front_end():
     assert not loose, f"circuits modules outside core/, head/, task/: {sorted(loose)}"
 
 
+def test_contributing_names_every_circuits_module():
+    """CONTRIBUTING.md's layout table names each module of ``core/``, ``head/`` and ``task/``
+    in its own row."""
+    import re
+
+    text = (SRC.parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    missing = []
+    for part in CIRCUITS:
+        row = re.search(rf"^\| `{part}/` \|(.*)$", text, re.M)
+        named = set(re.findall(r"`(\w+)`", row.group(1))) if row else set()
+        missing += [f"{part}/{f.stem}" for f in (SRC / "circuits" / part).glob("*.py")
+                    if f.stem != "__init__" and f.stem not in named]
+    assert not missing, f"CONTRIBUTING.md's circuits table lacks {sorted(missing)}"
+
+
 def test_circuits_front_ends_stand_on_the_core_alone():
     bad = []
     for mod, deps in _graph().items():
