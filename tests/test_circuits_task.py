@@ -523,6 +523,9 @@ def test_attribution_in_context_is_the_hooked_models_directional_derivative(dens
     score, se = attribute(r, within=circuit)
     assert np.isnan(score[~circuit]).all() and np.isfinite(score[circuit]).all()
     out = [names[i] for i in np.flatnonzero(~circuit)]
+    with torch.no_grad():  # the run without a gradient (Rows there too) is the hooked model's
+        got = tm.run(b["emb"], cf=b["cf"], kept=circuit)["logits"]
+    torch.testing.assert_close(got, _hf_without(net, task.clean, out, cf), rtol=1e-4, atol=1e-4)
     eps, checked = 1e-3, 0
     for i in np.flatnonzero(circuit)[::max(1, int(circuit.sum()) // 8)]:
         e = names[i]

@@ -17,7 +17,7 @@ from .edge_sets import delta as edge_delta
 
 
 class Rows(NamedTuple):
-    """``count`` inputs: ``rows``' ``x`` (None: none) take a gradient, the others read ``base``."""
+    """``count`` inputs: ``rows`` read ``x`` (None: none; a leaf with a gradient), others ``base``."""
 
     base: object
     rows: np.ndarray
@@ -48,8 +48,8 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
     Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``).
     ``diffs(cols)``: ``(len(cols), n·T·d)`` the senders' ``o_s − c_s``. Only the receivers
     with a sparse-side edge are summed, as one matrix product. ``sets``: ``removed`` is
-    ``(R, S, K)``, a column per edge set (:meth:`.forward.TaskModel.run_sets`). With a
-    gradient, fewer edges kept: :class:`Rows`, receivers keeping no edge share ``x − D``."""
+    ``(R, S, K)``, a column per edge set (:meth:`.forward.TaskModel.run_sets`). :class:`Rows`
+    where only some receivers have a sparse-side edge (with a gradient: fewer edges kept)."""
     import torch
 
     r_count = len(st.receivers)
@@ -73,9 +73,11 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
                 upd = torch.einsum("rct,cntd->rntd", w, diff.view(cols.size, *resid.shape))
             else:
                 upd = (w @ diff).view(rows.size, *resid.shape)
-        if leaves is not None and sign > 0 and not other and rows.size < r_count:
-            part = Rows(base, rows, _leaf(base + upd) if rows.size else None, r_count)
-            leaves.append(part)
+        if rows.size < r_count and (leaves is None or (sign > 0 and not other)):
+            xr = None if not rows.size else base + upd if sign > 0 else base - upd
+            part = Rows(base, rows, xr if leaves is None or xr is None else _leaf(xr), r_count)
+            if leaves is not None:
+                leaves.append(part)
             return part
         if rows.size == r_count:
             x = x + upd if sign > 0 else x - upd
