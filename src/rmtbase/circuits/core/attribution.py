@@ -71,16 +71,23 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
 
 
 def _grad(leaf):
-    """A stage's ``∂m/∂x`` ``(R, n, T, d)``; 0 outside :class:`.stages.Rows`' ``rows``."""
-    import torch
-
+    """A stage's ``∂m/∂x`` of the receivers that have one, and those receivers' rows (None:
+    all; :class:`.stages.Rows`); the rows are the edge set's, the same at every point."""
     from .stages import Rows
 
     if not isinstance(leaf, Rows):
-        return leaf.grad
-    out = torch.zeros((leaf.count, *leaf.base.shape), dtype=leaf.base.dtype)
-    return out if leaf.x is None else out.index_copy_(0, torch.as_tensor(leaf.rows),
-                                                      leaf.x.grad)
+        return leaf.grad, None
+    return (leaf.base.new_zeros((0, *leaf.base.shape)) if leaf.x is None else leaf.x.grad,
+            leaf.rows)
+
+
+def _expanded(grad, rows, count: int):
+    """``(count, n, T, d)``: ``grad`` of ``rows`` (None: all), the other receivers' 0."""
+    import torch
+
+    if rows is None:
+        return grad
+    return grad.new_zeros((count, *grad.shape[1:])).index_copy_(0, torch.as_tensor(rows), grad)
 
 
 def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
@@ -96,7 +103,8 @@ def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
             tm.run(emb, cf=b["cf"], kept=within, grad=True)
         runner.value(b, res["logits"]).sum().backward()
         gs = [_grad(leaf) for leaf in res["leaves"]]
-        grads = gs if grads is None else [x + y for x, y in zip(grads, gs, strict=True)]
+        grads = gs if grads is None else [(x + y, rows) for (x, rows), (y, _) in
+                                          zip(grads, gs, strict=True)]
         if a == 1.0:  # at the clean embeddings this run's outputs are the clean run's
             clean = [o.detach() for o in res["outs"]]
         del res
@@ -110,8 +118,9 @@ def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
         delta = torch.stack([(o - c).reshape(n, -1) for c, o in zip(
             b["cf"], clean, strict=True)], 1)
         del clean
-        for st, gr in zip(g.stages, grads, strict=True):
+        for st, (gr, rows) in zip(g.stages, grads, strict=True):
             r_count = len(st.receivers)
+            gr = _expanded(gr, rows, r_count)
             if sums.ndim == 3:  # (n, R, S, T): the sum over d alone
                 t_len = sums.shape[2]
                 per = torch.einsum("rntd,nstd->nrst", gr.reshape(r_count, n, t_len, -1),
