@@ -218,15 +218,22 @@ class Pass:
             for r, xr in zip(x.rows, () if x.x is None else hm.norm(li)(x.x).unbind(0),
                              strict=True):
                 xs[r] = xr
+        elif x.stride(0) == 0 and not x.requires_grad:  # one input, no own gradient
+            xs = [hm.norm(li)(x[0])] * (3 * H)
         else:
-            shared = x.stride(0) == 0 and not x.requires_grad  # one input, no own gradient
-            xn = hm.norm(li)(x[:1]).expand_as(x) if shared else hm.norm(li)(x)
-            xs = xn.unbind(0)  # one backward for all 3H inputs, not a zero-filled copy each
+            xs = hm.norm(li)(x).unbind(0)  # one backward for all 3H inputs
+        seen: dict = {}  # a GQA group's key and value, once per distinct input
+
+        def group(fn, which, h):
+            at = (which, hm.group(h), id(xs[which * H + h]))
+            if at not in seen:
+                seen[at] = fn(li, h, xs[which * H + h])
+            return seen[at]
+
         zs = []
         for h in range(H):
             q = hm.query(li, h, xs[h])
-            k = hm.key(li, h, xs[H + h])
-            v = hm.value(li, h, xs[2 * H + h])
+            k, v = group(hm.key, 1, h), group(hm.value, 2, h)
             zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
         new, b = self.tm._head_outputs(li, zs)
         return new, torch.stack(new).sum(0) + (0 if b is None else b)
