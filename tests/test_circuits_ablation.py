@@ -268,7 +268,7 @@ def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
 def test_a_base_model_with_a_tied_head_gets_the_lm_heads_logits():
     """rmtbase loads GGUF files and folders as base models: their logits are the final hidden
     state times the (tied) input embedding, equal to the LM head's own."""
-    from rmtbase.circuits.head.output_loss import _logits
+    from rmtbase.circuits.core.readout import logits_at as _logits
 
     net = _gpt2()
     ids = torch.from_numpy(repeated_sequences(net.config, n=6, batch=2, seed=1).ids)

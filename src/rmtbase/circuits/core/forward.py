@@ -136,6 +136,14 @@ class TaskModel:
         last, ``(n, d)``."""
         return x[:, -1]
 
+    def unembed(self, x):
+        """Logits of residuals ``x`` ``(…, d)``: the final norm, the unembedding, the final
+        soft-cap (Gemma-2's) where the model has one."""
+        import torch
+
+        logits = self.head(self.final(x))
+        return torch.tanh(logits / self.softcap) * self.softcap if self.softcap else logits
+
     # the graph forward ---------------------------------------------------------------------
     def run(self, emb, *, cf=None, kept=None, grad: bool = False, record: bool = False,
             resume=None, frozen=None):
@@ -168,7 +176,7 @@ class TaskModel:
         frozen = frozen or Frozen()
         if grad and (frozen.layers or frozen.stop is not None):  # no leaf for every stage
             raise InputError("frozen layers and a stop take no gradient")
-        run = Pass(self, emb, cf, blocks, sets, grad, frozen.layers)
+        run = Pass(self, emb, cf, blocks, sets, grad, frozen)
         first = run.start(resume)
         stages = [] if record else None
         with torch.enable_grad() if grad else torch.no_grad():

@@ -73,12 +73,12 @@ class GraphPaths:
         clean attention sum, every layer before ``layer`` frozen, the MLPs recomputed."""
         import torch
 
-        from .stages import Pass
+        from .stages import Frozen, Pass
 
         deltas = [torch.zeros_like(self.sums[m], requires_grad=True) for m in range(layer)]
         frozen = {m: (None, self.sums[m] + deltas[m]) for m in range(layer)}
         with torch.enable_grad():
-            run = Pass(self.tm, self.emb, None, None, None, False, frozen)
+            run = Pass(self.tm, self.emb, None, None, None, False, Frozen(frozen))
             run.through(run.start(None), self._stage(layer), keep=False)
             return input_gradients(run.resid, deltas, fs)
 

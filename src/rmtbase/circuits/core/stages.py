@@ -92,22 +92,25 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
 @dataclass(frozen=True)
 class Frozen:
     """Held at clean values: ``layers`` ``{layer: (its heads' outputs or None, their sum with
-    the bias)}``, not recomputed; ``stop``: the stage whose start ends the run (recorded)."""
+    the bias)}``, not recomputed; ``stop``: the stage whose start ends the run (recorded);
+    ``heads`` ``{layer: {head: z}}``: those ``z`` given, the projection recomputed around them."""
 
     layers: dict = field(default_factory=dict)
     stop: int | None = None
+    heads: dict = field(default_factory=dict)
 
 
 class Pass:
     """One forward of ``tm`` from ``emb``: ``cf``, removed ``blocks`` (None: none), ``sets``
-    (None: one), ``grad`` (inputs kept as ``leaves``); ``frozen``: :attr:`Frozen.layers`;
+    (None: one), ``grad`` (inputs kept as ``leaves``); ``frozen``: a :class:`Frozen`;
     ``attn_sums``: what each attention stage added."""
 
     def __init__(self, tm, emb, cf, blocks, sets, grad: bool, frozen=None):
         import torch
 
         self.tm, self.cf, self.blocks, self.sets = tm, cf, blocks, sets
-        self.frozen, self.attn_sums = frozen or {}, []
+        frozen = frozen or Frozen()
+        self.frozen, self.given, self.attn_sums = frozen.layers, frozen.heads, []
         self.leaves = [] if grad else None
         self.emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
         self.delta = partial(edge_delta, sets=sets)
@@ -235,6 +238,8 @@ class Pass:
             q = hm.query(li, h, xs[h])
             k, v = group(hm.key, 1, h), group(hm.value, 2, h)
             zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
+        for h, z in self.given.get(li, {}).items():
+            zs[h] = copies(z, self.sets).to(zs[h].dtype)
         new, b = self.tm._head_outputs(li, zs)
         return new, torch.stack(new).sum(0) + (0 if b is None else b)
 
@@ -254,16 +259,11 @@ class Pass:
         self.resid = self.resid + y
 
     def _logits(self, st, rem) -> None:
-        import torch
-
         tm = self.tm
         if tm.head is None or tm.final is None:
             raise InputError("this model has no unembedding: its run stops before the logits")
         x = self._in(self.resid, self.dsum, st, rem)
-        logits = tm.head(tm.final(tm.readout(first(x))))
-        if tm.softcap:
-            logits = torch.tanh(logits / tm.softcap) * tm.softcap
-        self.logits = logits
+        self.logits = tm.unembed(tm.readout(first(x)))
 
 
 __all__ = ["Frozen", "Pass", "Rows", "first", "receiver_inputs"]

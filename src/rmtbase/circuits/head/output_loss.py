@@ -2,9 +2,7 @@
 can predict, clean, with the circuit's edges replaced by their counterfactual, and with its
 receivers' outputs replaced.
 
-Logits: the model's own, or for a base model as rmtbase loads it the final hidden state times
-its output head (the input embedding where tied, else the head's weight read from the
-safetensors or GGUF file, without a final soft-cap); NaN where none is found. Positions: query
+Logits: :mod:`..core.readout` (NaN where the model gives none). Positions: query
 ``i`` whose next token is predictable by copying, i.e. some ``j < i`` has ``ids[j] = ids[i]``
 and ``ids[j + 1] = ids[i + 1]``. Loss: the mean over those positions of ``−log p(ids[i + 1])``
 (nats), per sequence, then mean and se over sequences.
@@ -21,8 +19,7 @@ pairings, :mod:`..core.counterfactual`):
   counterfactual (as in :mod:`.faithfulness`);
 - ``loss_receivers_ablated``: every receiver's output set to its counterfactual.
 
-Outputs are set at the input of the layer's output projection, so a later receiver gets the set
-value whatever the earlier ones changed. A circuit that carries the behaviour raises the loss
+Outputs are set where the layer's output projection reads them (:mod:`..core.readout`). A circuit that carries the behaviour raises the loss
 about as much as removing its receivers does; an idle one leaves it at ``loss_clean``.
 """
 
@@ -30,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.hooks import forward, hooked
+from ..core.readout import HEAD_NAMES, OUTPUT_HEAD, attach_output_head, head_forward
 from ..core.se import finite_mean_se
 
 #: The labels whose receivers form a behaviour circuit measured on the output.
@@ -53,25 +50,14 @@ def predictable(ids) -> np.ndarray:
     return out
 
 
-def _loss(hm, ids, mask, replace) -> np.ndarray | None:
-    """Per sequence mean next-token loss at ``mask`` with the heads in ``replace`` {layer:
-    {head: z (N, T, d_h)}} set to those outputs (a pre-hook on the layer's output projection,
-    whose input is the heads' outputs side by side); None where the model gives no logits."""
+def _loss(rows, ids, mask) -> np.ndarray | None:
+    """Per sequence mean ``−log p(ids[i + 1])`` (:func:`..core.metric.metric`'s ``logprob``)
+    over the positions ``mask`` of ``rows``; None where the model gives no logits."""
     import torch
 
-    def hook(j):
-        def run(_mod, args):
-            z = args[0]
-            zz = z.reshape(*z.shape[:-1], hm.n_heads, hm.head_dim).clone()
-            for h, new in replace[j].items():
-                zz[..., h, :] = new.to(zz.dtype)
-            return (zz.reshape(z.shape), *args[1:])
-        return run
+    from ..core.metric import metric
 
     x = torch.from_numpy(np.ascontiguousarray(ids))
-    with hooked([(hm.output_projection(j), hook(j), "pre") for j in replace]), \
-            torch.inference_mode():
-        out = forward(hm.net, ids)
     m = np.asarray(mask[:, :-1], dtype=bool)
     nll = np.full(m.shape, np.nan)
     with torch.inference_mode():
@@ -79,69 +65,14 @@ def _loss(hm, ids, mask, replace) -> np.ndarray | None:
             at = np.flatnonzero(m[n])
             if not at.size:
                 continue
-            logits = _logits(hm.net, out, n, torch.from_numpy(at))
+            logits = rows(n, torch.from_numpy(at))
             if logits is None:
                 return None
-            lp = torch.log_softmax(logits.double(), -1)
-            nll[n, at] = -lp.gather(-1, x[n, at + 1, None]).squeeze(-1).numpy()
+            nxt = x[n, at + 1]
+            nll[n, at] = -metric("logprob", logits, nxt, nxt).numpy()
     with np.errstate(invalid="ignore"):
         return np.where(m.any(1), np.where(m, nll, 0.0).sum(1) / np.maximum(m.sum(1), 1),
                         np.nan)
-
-
-def _logits(net, out, n: int, at):
-    """Sequence ``n``'s logits ``(len(at), V)`` at positions ``at``: the model's own, or for a
-    base model (rmtbase loads GGUF files and folders as base models) the final hidden state
-    times its output head (:data:`OUTPUT_HEAD`) or the input embedding where the head is tied to
-    it (``tie_word_embeddings``); None for an untied head that was not loaded. Only the
-    positions asked for are unembedded, one sequence at a time (the full ``(N, T, V)`` would be
-    gigabytes at a 50k vocabulary)."""
-    logits = getattr(out, "logits", None)
-    if logits is not None:
-        return logits[n, at].float()
-    hidden = getattr(out, "last_hidden_state", None)
-    if hidden is None:
-        return None
-    head = getattr(net, OUTPUT_HEAD, None)
-    if head is None:
-        cfg = getattr(net, "config", None)
-        text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-        if not getattr(text, "tie_word_embeddings", False):
-            return None
-        head = net.get_input_embeddings().weight
-    return hidden[n, at].float() @ head.float().T
-
-
-#: Attribute of a base model holding its untied output head's weight ``(V, d)``, read from
-#: its files (:func:`attach_output_head`; the GGUF reader sets it too).
-OUTPUT_HEAD = "rmtbase_output_head"
-#: Names of an untied output head's weight in a folder's safetensors.
-HEAD_NAMES = ("lm_head.weight", "embed_out.weight")
-
-
-def attach_output_head(net, model) -> None:
-    """Give a base model loaded from the folder ``model`` its untied output head's weight
-    (:data:`HEAD_NAMES` in its safetensors files) as :data:`OUTPUT_HEAD`; nothing where the
-    model has logits, a tied head, the attribute already, or no such tensor."""
-    from pathlib import Path
-
-    if hasattr(net, "lm_head") or getattr(net, OUTPUT_HEAD, None) is not None:
-        return
-    cfg = getattr(net, "config", None)
-    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    if getattr(text, "tie_word_embeddings", False) or not isinstance(model, (str, Path)):
-        return
-    folder = Path(model).expanduser()
-    if not folder.is_dir():
-        return
-    from safetensors import safe_open
-
-    for f in sorted(folder.glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as st:
-            for name in HEAD_NAMES:
-                if name in st.keys():
-                    setattr(net, OUTPUT_HEAD, st.get_tensor(name).float())
-                    return
 
 
 def _patched_output(run, rec, edges, how):
@@ -173,13 +104,14 @@ def losses(run, circuit: dict) -> dict:
     docstring); NaN where the model gives no logits or no position is predictable."""
     import torch
 
-    hm, pt, seqs = run.hm, run.pt, run.seqs
+    pt, seqs = run.pt, run.seqs
     mask = predictable(seqs.ids)
     nan = (np.nan, np.nan)
     out = {"loss_clean": nan, "loss_circuit_ablated": nan, "loss_receivers_ablated": nan}
     if not mask[:, :-1].any():
         return out
-    clean = _loss(hm, seqs.ids, mask, {})
+    loss = head_forward(run.task_model(), run.hm, run.seqs.ids)
+    clean = _loss(loss({}), seqs.ids, mask)
     if clean is None:
         return out
     cut, gone = [], []
@@ -191,8 +123,8 @@ def losses(run, circuit: dict) -> dict:
                 edge.setdefault(li, {})[hi] = _patched_output(run, (li, hi), edges, how)
                 recv.setdefault(li, {})[hi] = (torch.zeros_like(z) if how is None
                                                else z - how[0].delta(z, how[1]))
-        cut.append(_loss(hm, seqs.ids, mask, edge))
-        gone.append(_loss(hm, seqs.ids, mask, recv))
+        cut.append(_loss(loss(edge), seqs.ids, mask))
+        gone.append(_loss(loss(recv), seqs.ids, mask))
 
     def stat(x):
         return finite_mean_se(x, least=2)

