@@ -21,37 +21,14 @@ from rmtbase.circuits.head.output_loss import losses  # noqa: E402
 from rmtbase.circuits.head.run import _Length  # noqa: E402
 from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
 
-SIZE = dict(num_hidden_layers=3, num_attention_heads=4, hidden_size=32, intermediate_size=48,
-            vocab_size=40, max_position_embeddings=64, attn_implementation="eager")
 #: Receivers (layer, head) and their confirmed sources per input.
 CIRCUIT = {(2, 1): {"k": {(1, 2)}, "q": {(0, 1)}}, (1, 3): {"v": {(0, 3), (0, 0)}}}
 
 
 def _net(kind: str):
-    torch.manual_seed(3)
-    if kind in ("gpt2", "gpt2_base"):
-        net = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-            n_layer=3, n_head=4, n_embd=32, vocab_size=40, n_positions=64,
-            attn_implementation="eager"))
-    elif kind == "llama":
-        net = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2,
-                                                                     **SIZE))
-    elif kind == "gemma2":
-        net = transformers.Gemma2ForCausalLM(transformers.Gemma2Config(
-            num_key_value_heads=2, head_dim=8, final_logit_softcapping=2.0, **SIZE))
-    elif kind == "opt":
-        net = transformers.OPTForCausalLM(transformers.OPTConfig(
-            num_hidden_layers=3, num_attention_heads=4, hidden_size=32, ffn_dim=64,
-            vocab_size=40, max_position_embeddings=64, word_embed_proj_dim=32,
-            attn_implementation="eager"))
-    else:
-        net = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**SIZE))
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            if p.ndim == 2 and not any(e in name for e in ("emb", "wte", "wpe")):
-                p.mul_(4.0)
-    net = net.eval()
-    return net.transformer if kind == "gpt2_base" else net
+    from _peaked_nets import peaked
+
+    return peaked(kind)
 
 
 def _run(net):

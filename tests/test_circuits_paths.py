@@ -31,30 +31,13 @@ from rmtbase.circuits.core.paths import (  # noqa: E402
 from rmtbase.circuits.core.receiver import Patcher  # noqa: E402
 from rmtbase.circuits.head.sequences import repeated_sequences  # noqa: E402
 
-SIZE = dict(num_hidden_layers=3, num_attention_heads=4, hidden_size=32, intermediate_size=48,
-            vocab_size=40, max_position_embeddings=64, attn_implementation="eager")
 SOURCES = [(0, 1), (1, 2), (0, 3)]
 
 
 def _net(kind: str):
-    torch.manual_seed(3)
-    if kind == "gpt2":
-        net = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-            n_layer=3, n_head=4, n_embd=32, vocab_size=40, n_positions=64,
-            attn_implementation="eager"))
-    elif kind == "llama":
-        net = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2,
-                                                                     **SIZE))
-    elif kind == "gemma3":
-        net = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
-            num_key_value_heads=2, head_dim=8, **SIZE))
-    else:
-        net = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**SIZE))
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            if p.ndim == 2 and not any(e in name for e in ("emb", "wte", "wpe")):
-                p.mul_(4.0)
-    return net.eval()
+    from _peaked_nets import peaked
+
+    return peaked(kind)
 
 
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
