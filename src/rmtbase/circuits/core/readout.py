@@ -28,7 +28,8 @@ def _graph_rows(tm, emb, replace):
 
     stop = next(i for i, st in enumerate(tm.graph.stages) if st.kind == "logits")
     run = Pass(tm, emb, None, None, None, False, Frozen(heads=replace))
-    with torch.inference_mode():  # the heads' outputs dropped stage by stage
+    run.sum_only = True  # no edge set reads a head's own output
+    with torch.inference_mode():
         run.through(run.start(None), stop, keep=False)
     x = run.resid
 

@@ -112,6 +112,7 @@ class Pass:
         frozen = frozen or Frozen()
         self.frozen, self.given, self.attn_sums = frozen.layers, frozen.heads, []
         self.leaves = [] if grad else None
+        self.sum_only = False  # True: a layer's heads' outputs not kept, only their sum
         self.emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
         self.delta = partial(edge_delta, sets=sets)
         self.buf = self.logits = None
@@ -240,6 +241,9 @@ class Pass:
             zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
         for h, z in self.given.get(li, {}).items():
             zs[h] = copies(z, self.sets).to(zs[h].dtype)
+        if self.sum_only:  # the block's own projection (and post-norm) of the heads' z
+            y, post = hm.output_projection(li)(torch.cat(zs, -1)), hm.post_norm(li)
+            return [None] * H, y if post is None else post(y)
         new, b = self.tm._head_outputs(li, zs)
         return new, torch.stack(new).sum(0) + (0 if b is None else b)
 
