@@ -152,6 +152,9 @@ class _Heads:
     def _proj(self, x, layer, head, w, b):
         return x @ self.t[w][layer, head] + self.t[b][layer, head]
 
+    def group(self, head: int) -> int:  # a key and value per query head
+        return int(head)
+
     def query(self, layer, head, xn):
         return self._proj(xn, layer, head, "w_q", "b_q")
 
