@@ -26,6 +26,8 @@ def _graph_rows(tm, emb, replace):
 
     from .stages import Frozen, Pass
 
+    if tm.final is None:  # no final norm found: no logits, nothing to run
+        return lambda n, at: None
     stop = next(i for i, st in enumerate(tm.graph.stages) if st.kind == "logits")
     run = Pass(tm, emb, None, None, None, False, Frozen(heads=replace))
     run.sum_only = True  # no edge set reads a head's own output
@@ -35,8 +37,6 @@ def _graph_rows(tm, emb, replace):
 
     def rows(n: int, at):
         with torch.inference_mode():
-            if tm.final is None:
-                return None
             if tm.head is not None:
                 return tm.unembed(x[n, at]).float()
             return unembed(tm.net, tm.final(x[n, at]))
@@ -77,12 +77,17 @@ def unembed(net, hidden):
     (``tie_word_embeddings``); None for an untied head that was not loaded."""
     head = getattr(net, OUTPUT_HEAD, None)
     if head is None:
-        cfg = getattr(net, "config", None)
-        text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-        if not getattr(text, "tie_word_embeddings", False):
+        if not _tied(net):
             return None
         head = net.get_input_embeddings().weight
     return hidden.float() @ head.float().T
+
+
+def _tied(net) -> bool:
+    """Whether ``net``'s (text) config ties its output head to the input embedding."""
+    cfg = getattr(net, "config", None)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    return bool(getattr(text, "tie_word_embeddings", False))
 
 
 #: Attribute of a base model holding its untied output head's weight ``(V, d)``, read from
@@ -100,9 +105,7 @@ def attach_output_head(net, model) -> None:
 
     if hasattr(net, "lm_head") or getattr(net, OUTPUT_HEAD, None) is not None:
         return
-    cfg = getattr(net, "config", None)
-    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    if getattr(text, "tie_word_embeddings", False) or not isinstance(model, (str, Path)):
+    if _tied(net) or not isinstance(model, (str, Path)):
         return
     folder = Path(model).expanduser()
     if not folder.is_dir():

@@ -19,8 +19,9 @@ pairings, :mod:`..core.counterfactual`):
   counterfactual (as in :mod:`.faithfulness`);
 - ``loss_receivers_ablated``: every receiver's output set to its counterfactual.
 
-Outputs are set where the layer's output projection reads them (:mod:`..core.readout`). A circuit that carries the behaviour raises the loss
-about as much as removing its receivers does; an idle one leaves it at ``loss_clean``.
+Outputs are set where the layer's output projection reads them (:mod:`..core.readout`). A
+circuit that carries the behaviour raises the loss about as much as removing its receivers does;
+an idle one leaves it at ``loss_clean``.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def losses(run, circuit: dict) -> dict:
     out = {"loss_clean": nan, "loss_circuit_ablated": nan, "loss_receivers_ablated": nan}
     if not mask[:, :-1].any():
         return out
-    loss = head_forward(run.task_model(), run.hm, run.seqs.ids)
+    loss = head_forward(run.task_model(), run.hm, seqs.ids)
     clean = _loss(loss({}), seqs.ids, mask)
     if clean is None:
         return out
