@@ -29,8 +29,7 @@ def _graph_rows(tm, emb, replace):
     if tm.final is None:  # no final norm found: no logits, nothing to run
         return lambda n, at: None
     stop = next(i for i, st in enumerate(tm.graph.stages) if st.kind == "logits")
-    run = Pass(tm, emb, None, None, None, False, Frozen(heads=replace))
-    run.sum_only = True  # no edge set reads a head's own output
+    run = Pass(tm, emb, None, None, None, False, Frozen(heads=replace, sum_only=True))
     with torch.inference_mode():
         run.through(run.start(None), stop, keep=False)
     x = run.resid

@@ -93,11 +93,14 @@ def receiver_inputs(resid, dsum, st, diffs, removed, leaves, sets=None):
 class Frozen:
     """Held at clean values: ``layers`` ``{layer: (its heads' outputs or None, their sum with
     the bias)}``, not recomputed; ``stop``: the stage whose start ends the run (recorded);
-    ``heads`` ``{layer: {head: z}}``: those ``z`` given, the projection recomputed around them."""
+    ``heads`` ``{layer: {head: z}}``: those ``z`` given, the projection recomputed around them;
+    ``sum_only``: no edge set reads a head's own output, so a layer keeps only its heads' sum
+    (its own projection of their ``z``, post-norm included)."""
 
     layers: dict = field(default_factory=dict)
     stop: int | None = None
     heads: dict = field(default_factory=dict)
+    sum_only: bool = False
 
 
 class Pass:
@@ -112,7 +115,7 @@ class Pass:
         frozen = frozen or Frozen()
         self.frozen, self.given, self.attn_sums = frozen.layers, frozen.heads, []
         self.leaves = [] if grad else None
-        self.sum_only = False  # True: a layer's heads' outputs not kept, only their sum
+        self.sum_only = frozen.sum_only
         self.emb = copies(emb, sets)  # the prompts once per set, the k-th set's copy k-th
         self.delta = partial(edge_delta, sets=sets)
         self.buf = self.logits = None
