@@ -76,8 +76,12 @@ PEER_METHODS = ("EAP", "EAP-IG", "ACDC", "SP")
 #: their generator's seed.
 TIE_ORDERS, TIE_SEED = 5, 12
 TARGET = 0.8
-#: The children's PYTHONHASHSEED: ACDC visits a layer's edges in the order of a Python set of
-#: edges named by strings, so its result changes with the hash seed; fixed, a run repeats.
+#: The children's PYTHONHASHSEED. ACDC visits a layer's edges in the order of a Python set of
+#: auto-circuit's frozen-dataclass edges, whose hash mixes strings (the hash seed) and ``None``
+#: fields, and ``hash(None)`` is ``None``'s address before Python 3.12: under address-space
+#: randomisation the order, and so ACDC's ranking, changes run to run whatever the seed. The
+#: peers run with it off (``setarch -R``, :func:`_no_aslr`) where that works, and a run then
+#: repeats; ``--acdc-orders N`` runs ACDC under the hash seeds ``0 … N − 1``, N visit orders.
 HASH_SEED = 0
 
 
@@ -402,14 +406,28 @@ open(args[2], "w").write(json.dumps(out))
 '''
 
 
-def _run(cmd: list, env_python_path: bool) -> float:
-    """Run ``cmd`` (a fresh process); its process CPU seconds (user + system, children of it
-    included)."""
+def _no_aslr() -> list:
+    """``setarch <machine> -R`` where it runs here (address-space randomisation off for the
+    peers: :data:`HASH_SEED`), else nothing."""
+    cmd = ["setarch", os.uname().machine, "-R"]
+    try:
+        ok = subprocess.run([*cmd, "true"], capture_output=True, check=False).returncode == 0
+    except OSError:
+        ok = False
+    return cmd if ok else []
+
+
+def _run(cmd: list, env_python_path: bool, hash_seed: int | None = None) -> float:
+    """Run ``cmd`` (a fresh process; a peer's, ``env_python_path`` false, without address-space
+    randomisation where :func:`_no_aslr` can, under ``hash_seed``); its process CPU seconds
+    (user + system, children of it included)."""
+    seed = os.environ.get("PYTHONHASHSEED", str(HASH_SEED)) if hash_seed is None else hash_seed
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
-           "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", str(HASH_SEED))}
+           "PYTHONHASHSEED": str(seed)}
     if not env_python_path:
         env.pop("PYTHONPATH", None)
+        cmd = [*_no_aslr(), *cmd]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode:
@@ -501,14 +519,16 @@ def run_task(args, folder, task, tmp: Path) -> dict:
     methods["rmtbase"] = {**got, "process_cpu_s": proc}
     if args.peers:
         for m in args.methods.split(","):
-            _log(f"{task.name}: {m}")
-            out_p = tmp / f"{task.name}_{m}.json"
-            proc = _run([args.peers, str(script), "rank", m, str(fit_p), str(out_p),
-                         str(args.ig_samples)], False)
-            got = json.loads(out_p.read_text())
-            rankings[m] = got.pop("scores")
-            methods[m] = {"cpu_s": got["cpu_s"], "peak_rss_mb": got["peak_rss_mb"],
-                          "process_cpu_s": proc}
+            for v in range(args.acdc_orders if m == "ACDC" else 1):
+                label = m if v == 0 else f"{m}@{v}"
+                _log(f"{task.name}: {label}")
+                out_p = tmp / f"{task.name}_{label}.json"
+                proc = _run([args.peers, str(script), "rank", m, str(fit_p), str(out_p),
+                             str(args.ig_samples)], False, hash_seed=v if v else None)
+                got = json.loads(out_p.read_text())
+                rankings[label] = got.pop("scores")
+                methods.setdefault(m, {"cpu_s": got["cpu_s"], "peak_rss_mb": got["peak_rss_mb"],
+                                       "process_cpu_s": proc})
         rk_p, ev_p = tmp / f"{task.name}_rankings.json", tmp / f"{task.name}_eval.json"
         rk_p.write_text(json.dumps({**rankings, **tie_orders(rankings)}))
         _log(f"{task.name}: evaluation")
@@ -516,7 +536,7 @@ def run_task(args, folder, task, tmp: Path) -> dict:
         ev = json.loads(ev_p.read_text())
         if any(sorted(rankings["rmtbase"]) != sorted(v) for v in rankings.values()):
             raise SystemExit("rmtbase's and auto-circuit's edges differ")
-        for m in rankings:
+        for m in methods:
             row = ev["rankings"][m]
             cur = curve_summary(row["logit_diff"], ev["edges"])
             vals = np.abs(np.array(list(rankings[m].values())))
@@ -566,13 +586,21 @@ def broken_ties(m: str, evaluated: dict, n_edges: int) -> dict:
     """The curve of ranking ``m`` with its ties broken at random (:func:`tie_orders`): the
     faithfulness at every ``k`` (mean and sd over the orders), the area of each order (mean,
     sd), the smallest ``k`` reaching :data:`TARGET` of each order; a ranking without ties is
-    its own one order."""
-    labels = [k for k in evaluated if k.split("#")[0] == m and "#" in k] or [m]
+    its own one order. ACDC's visit orders (``ACDC@v``, ``--acdc-orders``) pool their orders."""
+    labels = []
+    for v in (k for k in evaluated if "#" not in k and k.split("@")[0] == m):
+        labels += [k for k in evaluated if k.split("#")[0] == v and "#" in k] or [v]
     curves = [curve_summary(evaluated[k]["logit_diff"], n_edges) for k in labels]
     f = np.array([c["faithfulness"] for c in curves])
     areas = np.array([c["area"] for c in curves])
     smallest = [c["smallest_reaching_0.8"] for c in curves]
-    return {"orders": len(labels), "area": float(areas.mean()),
+    visits = sorted({k.split("#")[0] for k in labels})
+    by_visit = {v: [i for i, k in enumerate(labels) if k.split("#")[0] == v] for v in visits}
+    return {"orders": len(labels), "visit_orders": len(visits), "area": float(areas.mean()),
+            "area_by_visit": [float(areas[i].mean()) for i in by_visit.values()],
+            "smallest_by_visit": [None if any(smallest[j] is None for j in i) else
+                                  float(np.mean([smallest[j] for j in i]))
+                                  for i in by_visit.values()],
             "area_sd": float(areas.std(ddof=1)) if len(labels) > 1 else 0.0,
             "smallest_reaching_0.8": None if None in smallest else float(np.mean(smallest)),
             "smallest_by_order": smallest,
@@ -875,6 +903,8 @@ def main(argv=None) -> int:
     p.add_argument("--replacement", choices=("outside", "any"), default="outside",
                    help="the corruption's token: outside the prompt, or any other")
     p.add_argument("--ig-samples", type=int, default=50, help="EAP-IG's mask samples")
+    p.add_argument("--acdc-orders", type=int, default=1, metavar="N",
+                   help="ACDC under N hash seeds: N orders of visiting a layer's edges")
     p.add_argument("--behaviour", choices=("induction", "bigram", "tracr"),
                    default="induction",
                    help="induction on _mlp_induction 3x4d64 (tasks answer, key), the bigram "
