@@ -111,8 +111,9 @@ class _Backup:
     def __init__(self, n_edges: int = 40, n: int = 16):
         self.tm = SimpleNamespace(graph=SimpleNamespace(
             n_edges=n_edges, full=lambda: np.ones(n_edges, bool),
-            empty=lambda: np.zeros(n_edges, bool)))
-        self.task = SimpleNamespace(n=n)
+            empty=lambda: np.zeros(n_edges, bool),
+            alive=lambda kept, forward=True: np.asarray(kept, bool)))  # no paths: all alive
+        self.task, self.counterfactual = SimpleNamespace(n=n), "corrupted"
         self.on_batch = None
         rng = np.random.default_rng(0)
         self.w = np.r_[0.0, 0.0, rng.uniform(0.001, 0.003, n_edges - 2)]

@@ -204,6 +204,27 @@ class Graph:
         return [kept[st.offset:st.offset + st.size].reshape(
             len(st.receivers), st.n_senders, *kept.shape[1:]) for st in self.stages]
 
+    def alive(self, kept: np.ndarray, forward: bool = True) -> np.ndarray:
+        """The edges of ``kept`` on a kept path to ``logits`` (and from ``input``: ``forward``,
+        exact where the counterfactual is a run's output, ``corrupted`` or ``resample``); the
+        others carry nothing (tests/test_circuits_alive.py)."""
+        kept = np.asarray(kept, dtype=bool)
+        node = {n: i for i, n in enumerate(self.nodes())}
+        ends = [(np.tile(np.arange(st.n_senders), len(st.receivers)),
+                 np.repeat([node[split_receiver(r)[0]] for r in st.receivers], st.n_senders))
+                for st in self.stages]
+        reach = np.zeros((2, len(node)), dtype=bool)
+        reach[0] = not forward  # from the input: all of them where not asked
+        reach[0, 0] = reach[1, -1] = True  # input, logits
+        for st, (snd, rcv) in zip(self.stages, ends, strict=True):  # senders first: a stage's are earlier
+            on = kept[st.offset:st.offset + st.size] & reach[0, snd]
+            reach[0, rcv[on]] = True
+        for st, (snd, rcv) in zip(self.stages[::-1], ends[::-1], strict=True):
+            on = kept[st.offset:st.offset + st.size] & reach[1, rcv]
+            reach[1, snd[on]] = True
+        snd, rcv = (np.concatenate(x) for x in zip(*ends, strict=True))
+        return kept & reach[0, snd] & reach[1, rcv]
+
     def full(self) -> np.ndarray:
         return np.ones(self.n_edges, dtype=bool)
 

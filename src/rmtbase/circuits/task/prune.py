@@ -3,7 +3,8 @@ circuit being built. From every edge kept (``C = M``) each round measures, for e
 in ``C``, ``δ_e = m(C) − m(C ∖ {e})`` (mean over prompts) and removes the ``fraction`` with the
 smallest ``δ`` (from ``tail`` edges down, ``⌈n / TAIL_STEP⌉``), while their joint loss ``m(C) −
 m(C ∖ D)`` exceeds their losses alone by at most ``guard`` se or :data:`TOLERANCE` of the
-behaviour (edges that back each other up each look idle), else fewer (:func:`_guarded`). The
+behaviour (edges that back each other up each look idle), else fewer (:func:`_guarded`); in
+the tail an edge whose removal idles one more (a two-edge path) costs half its ``δ``. The
 removal order, reversed, ranks every edge, so each top ``k`` was itself measured as a circuit:
 ACDC's greedy pruning (Conmy et al. 2023, arXiv:2304.14997) without its threshold; ``stop``
 marks the first round whose every ``δ`` passes a rule. Cost (:func:`plan`): about ``E / fraction
@@ -148,7 +149,8 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
             live = np.flatnonzero(kept)
             vals, d, se = _in_context(runner, kept, live)
             _record_round(out, live, d, se, stop)
-            drop = np.argsort(sign * d, kind="stable")
+            drop = np.argsort(_cost(g, kept, live, sign * d, runner.counterfactual)
+                              if live.size <= tail else sign * d, kind="stable")
             n_drop, tried = _guarded(runner, kept, live[drop], sign * d[drop], vals[0],
                                      _removed(live.size, fraction, tail), limits)
             drop, edges = drop[:n_drop], live[drop[:n_drop]]
@@ -160,6 +162,19 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
     finally:  # the runner outlives a failed pruning
         runner.on_batch = None
     return {**_ranked(removed), **out, "rounds": rounds, "sets": sets}
+
+
+def _cost(g, kept, live, loss, counterfactual: str) -> np.ndarray:
+    """A tail round's removal order (module docstring): ``loss`` (``sign · δ``), halved where
+    the edge's removal idles one more (:meth:`..core.graph.Graph.alive`)."""
+    forward = counterfactual in ("corrupted", "resample")
+    now = g.alive(kept, forward).sum()
+    freed = np.empty(live.size)
+    for i, e in enumerate(live):
+        k = kept.copy()
+        k[e] = False
+        freed[i] = now - g.alive(k, forward).sum()
+    return np.where((loss > 0) & (freed == 2), loss / 2, loss)
 
 
 def _record_round(out: dict, live, d, se, stop) -> None:
