@@ -54,6 +54,7 @@ finds a better circuit of that size (:func:`best_swaps`).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -406,7 +407,8 @@ open(args[2], "w").write(json.dumps(out))
 '''
 
 
-def _no_aslr() -> list:
+@functools.cache
+def _no_aslr() -> tuple:
     """``setarch <machine> -R`` where it runs here (address-space randomisation off for the
     peers: :data:`HASH_SEED`), else nothing."""
     cmd = ["setarch", os.uname().machine, "-R"]
@@ -414,7 +416,7 @@ def _no_aslr() -> list:
         ok = subprocess.run([*cmd, "true"], capture_output=True, check=False).returncode == 0
     except OSError:
         ok = False
-    return cmd if ok else []
+    return tuple(cmd) if ok else ()
 
 
 def _run(cmd: list, env_python_path: bool, hash_seed: int | None = None) -> float:

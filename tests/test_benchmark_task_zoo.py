@@ -50,4 +50,4 @@ def test_visit_orders_pool_their_tie_orders_and_each_is_reported(zoo):
 
 def test_a_peer_runs_without_address_randomisation_where_it_can(zoo):
     cmd = zoo._no_aslr()
-    assert cmd == [] or cmd[0] == "setarch" and cmd[-1] == "-R"
+    assert cmd == () or cmd[0] == "setarch" and cmd[-1] == "-R"

@@ -153,7 +153,7 @@ class Graph:
         self.senders = tuple(senders)
         self.stages = tuple(stages)
         self.n_edges = off + stages[-1].size
-        self._index = None
+        self._index = self._receiver_nodes = None
 
     @property
     def cfg(self) -> dict:
@@ -208,22 +208,22 @@ class Graph:
         """The edges of ``kept`` on a kept path to ``logits`` (and from ``input``: ``forward``,
         exact where the counterfactual is a run's output, ``corrupted`` or ``resample``); the
         others carry nothing (tests/test_circuits_alive.py)."""
-        kept = np.asarray(kept, dtype=bool)
-        node = {n: i for i, n in enumerate(self.nodes())}
-        ends = [(np.tile(np.arange(st.n_senders), len(st.receivers)),
-                 np.repeat([node[split_receiver(r)[0]] for r in st.receivers], st.n_senders))
-                for st in self.stages]
-        reach = np.zeros((2, len(node)), dtype=bool)
+        if self._receiver_nodes is None:  # each stage's receivers as node numbers
+            node = {n: i for i, n in enumerate(self.nodes())}
+            self._receiver_nodes = [np.array([node[split_receiver(r)[0]] for r in st.receivers])
+                                    for st in self.stages]
+        blocks = self.blocks(kept)  # (R, S) per stage; a stage's senders are earlier nodes
+        reach = np.zeros((2, len(self.senders) + 1), dtype=bool)
         reach[0] = not forward  # from the input: all of them where not asked
         reach[0, 0] = reach[1, -1] = True  # input, logits
-        for st, (snd, rcv) in zip(self.stages, ends, strict=True):  # senders first: a stage's are earlier
-            on = kept[st.offset:st.offset + st.size] & reach[0, snd]
-            reach[0, rcv[on]] = True
-        for st, (snd, rcv) in zip(self.stages[::-1], ends[::-1], strict=True):
-            on = kept[st.offset:st.offset + st.size] & reach[1, rcv]
-            reach[1, snd[on]] = True
-        snd, rcv = (np.concatenate(x) for x in zip(*ends, strict=True))
-        return kept & reach[0, snd] & reach[1, rcv]
+        for st, b, rn in zip(self.stages, blocks, self._receiver_nodes, strict=True):
+            reach[0, rn[(b & reach[0, :st.n_senders]).any(1)]] = True
+        for st, b, rn in zip(self.stages[::-1], blocks[::-1], self._receiver_nodes[::-1],
+                             strict=True):
+            reach[1, :st.n_senders] |= (b & reach[1, rn][:, None]).any(0)
+        return np.concatenate([(b & reach[0, :st.n_senders] & reach[1, rn][:, None]).ravel()
+                               for st, b, rn in zip(self.stages, blocks, self._receiver_nodes,
+                                                    strict=True)])
 
     def full(self) -> np.ndarray:
         return np.ones(self.n_edges, dtype=bool)
