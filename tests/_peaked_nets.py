@@ -2,7 +2,8 @@
 attention is peaked: 3 layers, 4 heads, d = 32, a vocabulary of 40. :func:`peaked` builds one
 family: ``gpt2`` (``gpt2_base``: its base model, the head tied to the embedding), ``llama``
 (GQA, 2 key/value heads), ``gemma3``, ``gemma2`` (post-norm, final soft-cap 2), ``gpt_neox``
-(parallel), ``opt`` (outside the task graph)."""
+(parallel), ``opt`` (fc1/fc2 in the block), ``bloom`` (ALiBi, an MLP that adds a residual),
+``granite`` (residual multiplier 0.5, logits scaled by 1/4, attention biases)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ def _config(kind: str):
             num_hidden_layers=3, num_attention_heads=4, hidden_size=32, ffn_dim=64,
             vocab_size=40, max_position_embeddings=64, word_embed_proj_dim=32,
             attn_implementation="eager")
+    if kind == "bloom":
+        return tf.BloomForCausalLM, tf.BloomConfig(n_layer=3, n_head=4, hidden_size=32,
+                                                   vocab_size=40, attn_implementation="eager")
+    if kind == "granite":
+        return tf.GraniteForCausalLM, tf.GraniteConfig(
+            num_key_value_heads=2, residual_multiplier=0.5, logits_scaling=4.0,
+            attention_bias=True, **SIZE)
     return tf.GPTNeoXForCausalLM, tf.GPTNeoXConfig(**SIZE)
 
 

@@ -14,10 +14,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from rmtbase.circuits.core.families import (  # noqa: E402
-    NOT_TASK,
     SPECS,
     SUPPORTED,
-    TASK_FAMILIES,
     check_family,
 )
 from rmtbase.circuits.core.fold import Fold  # noqa: E402
@@ -71,7 +69,8 @@ def _config(kind: str):
                          num_experts_per_tok=1)),
         "granite": (T.GraniteForCausalLM, T.GraniteConfig,
                     dict(num_key_value_heads=2, attention_multiplier=0.3,
-                         residual_multiplier=0.5, embedding_multiplier=2.0)),
+                         residual_multiplier=0.5, embedding_multiplier=2.0,
+                         logits_scaling=4.0, attention_bias=True)),
         "smollm3": (T.SmolLM3ForCausalLM, T.SmolLM3Config,
                     dict(num_key_value_heads=2, no_rope_layers=[1, 0, 1])),
         "starcoder2": (T.Starcoder2ForCausalLM, T.Starcoder2Config,
@@ -420,19 +419,11 @@ def test_supported_configs_pass_the_check():
     check_family(T.LlamaConfig())  # a transformers config is read as well as a dict
 
 
-def test_the_task_graph_runs_every_family_but_its_named_exclusions():
-    """One gate for both searches: with ``task`` it refuses the families of NOT_TASK and a
-    residual multiplier first, then every variant the head search refuses, all from the
-    config."""
-    assert set(NOT_TASK) <= set(SPECS)
-    assert set(TASK_FAMILIES) == set(SPECS) - set(NOT_TASK)
-    for mt in TASK_FAMILIES:
-        check_family({"model_type": mt}, task=True)
-    for mt in NOT_TASK:
-        check_family({"model_type": mt})  # the head search runs it
-        with pytest.raises(InputError, match=f"task circuits run .* not {mt!r}"):
-            check_family({"model_type": mt}, task=True)
-    with pytest.raises(InputError, match="residual multipliers"):
-        check_family({"model_type": "llama", "residual_multiplier": 2.0}, task=True)
+def test_one_gate_for_both_searches():
+    """Every family the head search runs, the task graph runs (its logits against
+    transformers': tests/test_circuits_task.py), a residual multiplier included; the variants
+    the head search refuses are refused from the config alone."""
+    for mt in SPECS:
+        check_family({"model_type": mt, "residual_multiplier": 0.22})
     with pytest.raises(InputError, match="adds the bias twice"):
-        check_family({"model_type": "falcon", "alibi": True}, task=True)
+        check_family({"model_type": "falcon", "alibi": True})

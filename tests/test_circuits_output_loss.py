@@ -3,8 +3,8 @@ rmtbase.circuits.core.readout) on the task graph's forward, the receivers' ``z``
 (:class:`rmtbase.circuits.core.stages.Frozen`), equal the same losses on the transformers
 forward with a pre-hook on each receiver layer's output projection, for a circuit with q, k
 and v edges: a GPT-2 (and its base model, logits from the tied embedding), a GQA Llama, a
-post-norm Gemma-2 with its final soft-cap and a parallel GPT-NeoX. OPT, which the task graph
-does not run, takes the hooked forward. Random-weight models from configs (projections ×4, so
+post-norm Gemma-2 with its final soft-cap, a parallel GPT-NeoX, OPT, Bloom and Granite.
+Random-weight models from configs (projections ×4, so
 attention is peaked), no network."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ CIRCUIT = {(2, 1): {"k": {(1, 2)}, "q": {(0, 1)}}, (1, 3): {"v": {(0, 3), (0, 0)
 def _net(kind: str):
     from _peaked_nets import peaked
 
-    return peaked(kind)
+    # Bloom's seed 3 moves the losses by only 1.6e-5 (seed 5: 1.2e-4, 7.3e-4)
+    return peaked(kind, seed=5 if kind == "bloom" else 3)
 
 
 def _run(net):
@@ -38,7 +39,8 @@ def _run(net):
     return _Length(hm, seqs, cap, totals, "mean")
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "gpt2_base", "llama", "gemma2", "gpt_neox"])
+@pytest.mark.parametrize("kind", ["gpt2", "gpt2_base", "llama", "gemma2", "gpt_neox", "opt",
+                                  "bloom", "granite"])
 def test_the_graph_forwards_output_losses_are_the_hooked_forwards(kind):
     run = _run(_net(kind))
     assert run.task_model() is not None
@@ -54,16 +56,9 @@ def test_the_graph_forwards_output_losses_are_the_hooked_forwards(kind):
         assert got == pytest.approx(want, rel=1e-6), k
         assert got_se == pytest.approx(want_se, rel=1e-4), k
     clean = hooked["loss_clean"][0]
-    for k in ("loss_circuit_ablated", "loss_receivers_ablated"):  # the test has teeth
-        assert abs(hooked[k][0] - clean) > 5e-4, (k, hooked[k][0], clean)  # >= 1.3e-3
-
-
-def test_a_family_the_task_graph_does_not_run_takes_the_hooked_forward():
-    run = _run(_net("opt"))
-    assert run.task_model() is None
-    got = losses(run, CIRCUIT)
-    assert all(np.isfinite(v[0]) for v in got.values())
-    assert abs(got["loss_receivers_ablated"][0] - got["loss_clean"][0]) > 1e-5  # 2.3e-4
+    for k in ("loss_circuit_ablated", "loss_receivers_ablated"):  # the test has teeth: each
+        # ablation moves the loss by 20x the tolerance at least (measured >= 1.2e-4)
+        assert abs(hooked[k][0] - clean) > 20e-6 * abs(clean), (k, hooked[k][0], clean)
 
 
 @pytest.mark.slow

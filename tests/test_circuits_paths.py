@@ -66,7 +66,8 @@ def test_the_frozen_state_forward_is_mlp_paths_via_mlp_change(kind, ablation):
 
 
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
-@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3", "gpt_neox"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3", "gpt_neox", "opt", "bloom",
+                                  "granite"])
 def test_the_head_searchs_kept_and_joint_changes_are_mlp_paths(kind, ablation):
     """:class:`ForwardPaths` (the head search's via-MLP paths on the graph forward): every
     earlier head but a kept set counterfactual, into layer 2, with and without the direct
@@ -209,7 +210,8 @@ def test_the_frozen_state_forward_is_mlp_paths_on_smollm2(ablation):
 
 
 @pytest.mark.parametrize("ablation", ["zero", "mean", "resample"])
-@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3", "gpt_neox"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma3", "gpt_neox", "opt", "bloom",
+                                  "granite"])
 def test_the_head_search_fold_is_the_graph_forwards_direct_edge_set(kind, ablation):
     """The head search's fast path (:class:`rmtbase.circuits.core.fold.Fold`, on the residual
     captured from the transformers forward) patches receiver R's q, k or v input by removing

@@ -2,9 +2,8 @@
 ``summary.txt`` and the section of ``report.html`` of a score with composition or probe data.
 
 From the score's ``architecture`` (the ``model_type``): the head-behaviour search
-(``rmtbase circuits``) runs :data:`rmtbase.circuits.core.families.SUPPORTED`, the task
-search (``rmtbase circuits --task``) :data:`~rmtbase.circuits.core.families.TASK_FAMILIES`; an
-encoder runs neither. The model is named as the score names it, never by an absolute path."""
+(``rmtbase circuits``) and the task search (``rmtbase circuits --task``) run
+:data:`rmtbase.circuits.core.families.SUPPORTED`; an encoder runs neither. The model is named as the score names it, never by an absolute path."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ def wants_next(ds, extras: dict | None) -> bool:
 
 def next_lines(attrs: dict) -> list[str]:
     """The block's lines for a score's attributes (``model``, ``architecture``)."""
-    from ..circuits.core.families import ENCODERS, SUPPORTED, TASK_FAMILIES
+    from ..circuits.core.families import ENCODERS, SUPPORTED
 
     mt = str(attrs.get("architecture", ""))
     name = str(attrs.get("model", "MODEL"))
@@ -38,15 +37,10 @@ def next_lines(attrs: dict) -> list[str]:
     lines = [f"{HEADING} ({where}):",
              "  rmtbase circuits MODEL               # circuits of head behaviours, by path "
              "patching"]
-    if mt in TASK_FAMILIES:
-        lines += ["  rmtbase circuits MODEL --task ioi    # the edges behind a shipped task's "
-                  "output",
-                  "  rmtbase circuits MODEL --task FILE   # your own prompt pairs "
-                  "(docs/tasks.md)"]
-    else:
-        lines += [f"  (--task does not run {mt}: its block is not one the task graph "
-                  f"follows; docs/tasks.md)"]
-    return lines
+    return lines + ["  rmtbase circuits MODEL --task ioi    # the edges behind a shipped task's "
+                    "output",
+                    "  rmtbase circuits MODEL --task FILE   # your own prompt pairs "
+                    "(docs/tasks.md)"]
 
 
 def next_section(lines: list[str]) -> str:

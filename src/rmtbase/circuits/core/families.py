@@ -1,5 +1,4 @@
-"""Which model families path patching runs (:data:`SUPPORTED`; the task graph
-:data:`TASK_FAMILIES`), decided from the config alone (:func:`check_family`, before any
+"""Which model families both circuit searches run (:data:`SUPPORTED`), decided from the config alone (:func:`check_family`, before any
 loading), and how each lays out one attention layer (:data:`SPECS`, read by
 :class:`.heads.HeadModel`). A spec names, per ``model_type``:
 
@@ -69,13 +68,6 @@ SPECS: dict[str, dict] = {
 SUPPORTED = tuple(SPECS)
 #: The LLaMA layout (q/k/v/o_proj, input_layernorm, rotary_emb, nothing else).
 LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3")
-#: model_type values of :data:`SPECS` the task graph does not run, and why.
-NOT_TASK = {"granite": "a residual multiplier", "opt": "no mlp module",
-            "bloom": "its MLP takes the residual",
-            "gemma3": "the multimodal wrapper (its text model, gemma3_text, runs)"}
-#: model_type values the task graph runs (:class:`.forward.TaskModel`): :data:`SPECS` but
-#: :data:`NOT_TASK`.
-TASK_FAMILIES = tuple(mt for mt in SPECS if mt not in NOT_TASK)
 #: model_type values ``score`` reads that are not causal language models.
 ENCODERS = ("bert", "roberta", "distilbert", "mpnet", "modernbert", "vit")
 
@@ -93,17 +85,12 @@ def text_config(config):
     return config
 
 
-def check_family(config, task: bool = False) -> None:
+def check_family(config) -> None:
     """Refuse in one line, from the config alone (a ``config.json`` dict or a transformers
     config), a model path patching cannot run: an encoder, a type outside :data:`SUPPORTED`, or
     an unfollowed variant (OPT with post-attention norm, Bloom with the residual after the norm
-    or its projection bypassed, Falcon with ALiBi, bidirectional Gemma); with ``task``, first
-    a type outside :data:`TASK_FAMILIES` or a residual multiplier."""
+    or its projection bypassed, Falcon with ALiBi, bidirectional Gemma)."""
     mt = _get(config, "model_type")
-    if task and mt not in TASK_FAMILIES:
-        raise InputError(f"task circuits run {', '.join(TASK_FAMILIES)} models, not {mt!r}")
-    if task and _get(config, "residual_multiplier", 1.0) not in (None, 1.0):
-        raise InputError(f"{mt}: task circuits run blocks without residual multipliers")
     if mt in ENCODERS:
         raise InputError(f"path patching supports {', '.join(SUPPORTED)} models (causal "
                          f"language models), not the encoder {mt!r}")
@@ -137,6 +124,6 @@ def parallel(config, spec: dict) -> bool:
     return bool(p)
 
 
-__all__ = ["ENCODERS", "LLAMA_FAMILY", "NOT_TASK", "SPECS", "SUPPORTED", "TASK_FAMILIES",
+__all__ = ["ENCODERS", "LLAMA_FAMILY", "SPECS", "SUPPORTED",
            "check_family", "parallel",
            "text_config"]

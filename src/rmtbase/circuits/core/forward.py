@@ -16,13 +16,12 @@ each through the layer's input norm) and ``z = softmax(q kᵀ …) v`` (:meth:`.
 With every edge kept this is the model's forward; :meth:`TaskModel.check` compares its
 logits with the transformers forward's and refuses a model where they differ.
 
-Families (:data:`.families.TASK_FAMILIES`): pre-norm decoders whose block is ``x +
-attn(norm(x)) + mlp(norm'(·))`` with one output projection, and post-norm blocks (Gemma-2/3,
-OLMo-2) whose attention output passes a norm ``P`` before the residual add, ``P(y) = g ⊙ y /
-rms(y)``: there a head's output is its share of ``P(y)``, ``(z_h W_O[h]) ⊙ g / rms(y)`` with
-``y`` the layer's attention output in the same run (:meth:`.heads.HeadModel.source_output`), so
-the heads' outputs add up to what the block adds; the MLP's own post-norm is part of the MLP.
-Gemma-2's final logit soft-cap is applied. Residual multipliers (Granite) are refused."""
+Families (:data:`.families.SUPPORTED`): pre-norm blocks ``x + attn(norm(x)) + mlp(norm'(·))``,
+and post-norm ones (Gemma-2/3, OLMo-2) adding ``P(y) = g ⊙ y / rms(y)`` of the attention output
+``y``: a head's output is its share ``(z_h W_O[h]) ⊙ g / rms(y)``, ``rms(y)`` of the same run
+(:meth:`.heads.HeadModel.source_output`); an MLP's post-norm is part of the MLP. Gemma-2's
+logit soft-cap; OPT's MLP ``fc2(act(fc1(·)))``; Bloom's given a zero residual; Granite's
+``r · attn`` and ``r · mlp`` (``residual_multiplier``), logits over ``logits_scaling``."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ from .families import check_family
 from .graph import Graph
 from .heads import HeadModel
 
-_MLP_NORMS = ("ln_2", "post_attention_layernorm")
+_MLP_NORMS = ("ln_2", "post_attention_layernorm", "final_layer_norm")
 #: A post-norm block's MLP input norm (none: identity) and output norm.
 _PRE_FFW, _POST_FFW = "pre_feedforward_layernorm", "post_feedforward_layernorm"
 _FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
@@ -70,32 +69,62 @@ def _fused(mlp):
     return lambda x: mlp.c_proj(F.gelu(mlp.c_fc(x), approximate="tanh"))
 
 
+def _layer_mlp(layer, mult: float):
+    """``layer``'s MLP of its normed input times ``mult`` (module docstring); None: none."""
+    import inspect
+
+    import torch
+
+    mlp = getattr(layer, "mlp", None)
+    if mlp is None and all(hasattr(layer, n) for n in ("fc1", "fc2", "activation_fn")):
+        f = lambda x: layer.fc2(layer.activation_fn(layer.fc1(x)))  # noqa: E731
+    elif mlp is not None and "residual" in inspect.signature(mlp.forward).parameters:
+        f = lambda x: mlp(x, torch.zeros_like(x))  # noqa: E731
+    elif mlp is not None:
+        f = _fused(mlp)
+    else:
+        return None
+    return f if mult == 1.0 else (lambda x: f(x) * mult)
+
+
+def _final_norm(base):
+    """A base model's final norm (OPT's then ``project_out``; a Gemma-3 wrapper's text's)."""
+    dec = getattr(base, "decoder", None) or getattr(base, "language_model", None) or base
+    final = _first(base, _FINAL_NORMS) or _first(dec, _FINAL_NORMS)
+    out = getattr(dec, "project_out", None)
+    return final if final is None or out is None else (lambda x: out(final(x)))
+
+
 class TaskModel:
     """A causal LM ``net`` (transformers, with its output embeddings) on the task graph:
     ``hm`` (:class:`.heads.HeadModel`), ``graph`` (:class:`.graph.Graph`), :meth:`embed`,
     :meth:`run`. One-line :class:`~rmtbase.errors.InputError` for a family outside
-    :data:`.families.TASK_FAMILIES` or one with a residual multiplier, or a model without an
+    :data:`.families.SUPPORTED`, or a model without an
     unembedding (``logits=False``: a base model, run only up to the logits' stage)."""
+
+    #: What the logits are divided by (Granite's ``logits_scaling``).
+    logit_scale = 1.0
 
     def __init__(self, net, *, logits: bool = True):
         mt = net.config.model_type
-        check_family(net.config, task=True)
+        check_family(net.config)
         hm = HeadModel(net)
         self.softcap = getattr(net.config, "final_logit_softcapping", None)
+        self.logit_scale = float(getattr(net.config, "logits_scaling", 1.0) or 1.0) \
+            if mt == "granite" else 1.0
         self.net, self.hm = net, hm
         self.head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") \
             else None
         if self.head is None and logits:
             raise InputError(f"{mt}: this model has no unembedding (load it as a causal LM)")
         base = getattr(net, "base_model", net)
-        self.final = _first(base, _FINAL_NORMS) or _first(getattr(base, "decoder", base),
-                                                           _FINAL_NORMS)
+        self.final = _final_norm(base)
         if self.final is None and logits:
             raise InputError(f"{mt}: cannot find the final norm")
         self.parallel = hm.parallel(0)
         self.mlps, self.mlp_norms, self.mlp_posts = [], [], []
         for li, layer in enumerate(hm.layers):
-            mlp = getattr(layer, "mlp", None)
+            mlp = _layer_mlp(layer, hm.contribution_factor(li))
             if mlp is None:
                 raise InputError(f"{mt}: layer {li} has no mlp module")
             post = None
@@ -108,7 +137,7 @@ class TaskModel:
                 norm = hm.norm(li)
             if norm is None:
                 raise InputError(f"{mt}: cannot find layer {li}'s MLP norm")
-            self.mlps.append(_fused(mlp))
+            self.mlps.append(mlp)
             self.mlp_norms.append(norm)
             self.mlp_posts.append(post)
         self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel, d_model=hm.d, heads=hm)
@@ -137,11 +166,12 @@ class TaskModel:
         return x[:, -1]
 
     def unembed(self, x):
-        """Logits of residuals ``x`` ``(…, d)``: the final norm, the unembedding, the final
-        soft-cap (Gemma-2's) where the model has one."""
+        """Logits of residuals ``x`` ``(…, d)``: the final norm, the unembedding (Granite's
+        divided by ``logits_scaling``), the final soft-cap (Gemma-2's) where there is one."""
         import torch
 
         logits = self.head(self.final(x))
+        logits = logits if self.logit_scale == 1.0 else logits / self.logit_scale
         return torch.tanh(logits / self.softcap) * self.softcap if self.softcap else logits
 
     # the graph forward ---------------------------------------------------------------------
@@ -214,8 +244,9 @@ class TaskModel:
 
         hm = self.hm
         if hm.post_norm(li) is None:
-            return [hm.source_output(li, h, z) for h, z in enumerate(zs)], \
-                hm.output_projection(li).bias
+            b, r = hm.output_projection(li).bias, hm.contribution_factor(li)
+            return ([hm.source_output(li, h, z) for h, z in enumerate(zs)],
+                    b if b is None or r == 1.0 else b * r)
         scale = hm.source_scale(li, hm.output_projection(li)(torch.cat(zs, -1)))
         return ([hm.source_output(li, h, z, scale=scale) for h, z in enumerate(zs)],
                 hm.contribution_bias(li, scale=scale))

@@ -90,7 +90,7 @@ def load_causal_lm(model, *, tokenizer: bool, before=None):
         config = AutoConfig.from_pretrained(src, **kw)
     except Exception as exc:
         raise ModelError(f"cannot read the config of {name}: {one_line(exc)}") from exc
-    check_family(config, task=True)  # before the weights are read
+    check_family(config)  # before the weights are read
     tok = None
     if tokenizer:
         if Path(src).is_dir() and not has_tokenizer_files(Path(src)):

@@ -246,7 +246,7 @@ class Pass:
             zs[h] = copies(z, self.sets).to(zs[h].dtype)
         if self.sum_only:  # the block's own projection (and post-norm) of the heads' z
             y, post = hm.output_projection(li)(torch.cat(zs, -1)), hm.post_norm(li)
-            return [None] * H, y if post is None else post(y)
+            return [None] * H, (y if post is None else post(y)) * hm.contribution_factor(li)
         new, b = self.tm._head_outputs(li, zs)
         return new, torch.stack(new).sum(0) + (0 if b is None else b)
 

@@ -149,6 +149,9 @@ class _Heads:
     def post_norm(self, layer: int):
         return None
 
+    def contribution_factor(self, layer: int) -> float:  # no residual multiplier
+        return 1.0
+
     def _proj(self, x, layer, head, w, b):
         return x @ self.t[w][layer, head] + self.t[b][layer, head]
 
