@@ -268,17 +268,17 @@ def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
 def test_a_base_model_with_a_tied_head_gets_the_lm_heads_logits():
     """rmtbase loads GGUF files and folders as base models: their logits are the final hidden
     state times the (tied) input embedding, equal to the LM head's own."""
-    from rmtbase.circuits.core.readout import logits_at as _logits
+    from rmtbase.circuits.core.readout import unembed
 
     net = _gpt2()
     ids = torch.from_numpy(repeated_sequences(net.config, n=6, batch=2, seed=1).ids)
     at = torch.tensor([0, 3, 5])
     with torch.no_grad():
         want = net(input_ids=ids).logits
-        base = net.transformer(input_ids=ids)
+        hidden = net.transformer(input_ids=ids).last_hidden_state
         for n in range(ids.shape[0]):
-            got = _logits(net.transformer, base, n, at)
+            got = unembed(net.transformer, hidden[n, at])
             torch.testing.assert_close(got, want[n, at], rtol=1e-5, atol=1e-4)
     net.transformer.config.tie_word_embeddings = False
     with torch.no_grad():
-        assert _logits(net.transformer, net.transformer(input_ids=ids), 0, at) is None
+        assert unembed(net.transformer, hidden[0, at]) is None

@@ -204,7 +204,7 @@ def test_the_blocks_mlp_is_found_in_every_family(family):
     block), and not where the MLP's weights are all zero (an attention-only model)."""
     import torch
 
-    from rmtbase.circuits.core.mlp_path import has_mlps
+    from rmtbase.circuits.core.paths import has_mlps
 
     kind, hm, _, _ = family
     assert has_mlps(hm), kind

@@ -4,8 +4,7 @@ rmtbase.circuits.core.readout) on the task graph's forward, the receivers' ``z``
 forward with a pre-hook on each receiver layer's output projection, for a circuit with q, k
 and v edges: a GPT-2 (and its base model, logits from the tied embedding), a GQA Llama, a
 post-norm Gemma-2 with its final soft-cap, a parallel GPT-NeoX, OPT, Bloom and Granite.
-Random-weight models from configs (projections ×4, so
-attention is peaked), no network."""
+Random-weight models from configs (projections ×4, so attention is peaked), no network."""
 
 from __future__ import annotations
 
@@ -32,6 +31,18 @@ def _net(kind: str):
     return peaked(kind, seed=5 if kind == "bloom" else 3)
 
 
+def _hooked(monkeypatch, run):
+    """The output losses on the transformers forward, z set by pre-hooks (tests/_hooked_paths)."""
+    from functools import partial
+
+    from _hooked_paths import hooked_rows
+
+    from rmtbase.circuits.head import output_loss
+
+    monkeypatch.setattr(output_loss, "head_forward",
+                        lambda tm, ids: partial(hooked_rows, run.hm, ids))
+
+
 def _run(net):
     hm = HeadModel(net)
     seqs = repeated_sequences(net.config, n=6, batch=6, seed=1)
@@ -41,12 +52,11 @@ def _run(net):
 
 @pytest.mark.parametrize("kind", ["gpt2", "gpt2_base", "llama", "gemma2", "gpt_neox", "opt",
                                   "bloom", "granite"])
-def test_the_graph_forwards_output_losses_are_the_hooked_forwards(kind):
+def test_the_graph_forwards_output_losses_are_the_hooked_forwards(kind, monkeypatch):
     run = _run(_net(kind))
-    assert run.task_model() is not None
     run.mlp()  # the receivers' inputs from the same via-MLP paths in both
     graph = losses(run, CIRCUIT)
-    run._tm = False  # the hooked forward for the losses alone
+    _hooked(monkeypatch, run)  # the hooked forward for the losses alone
     hooked = losses(run, CIRCUIT)
     for k, (want, want_se) in hooked.items():
         got, got_se = graph[k]
@@ -62,7 +72,7 @@ def test_the_graph_forwards_output_losses_are_the_hooked_forwards(kind):
 
 
 @pytest.mark.slow
-def test_the_graph_forwards_output_losses_on_smollm2():
+def test_the_graph_forwards_output_losses_on_smollm2(monkeypatch):
     """SmolLM2-135M (Q4_1 GGUF, trained weights, loaded as the head search loads it: a base
     model, logits from the tied embedding), its induction heads L17H3, L17H4 with the previous-
     token head L16H0 on their keys and L11H5 on a query. Measured: equal on one CPU; allowed
@@ -83,11 +93,10 @@ def test_the_graph_forwards_output_losses_on_smollm2():
     seqs = repeated_sequences(net.config, n=20, batch=8, seed=1)
     cap, totals = capture(hm, seqs, progress=False)
     run = _Length(hm, seqs, cap, totals, "mean")
-    assert run.task_model() is not None
     run.mlp()
     circuit = {(17, 3): {"k": {(16, 0)}, "q": {(11, 5)}}, (17, 4): {"k": {(16, 0)}}}
     graph = losses(run, circuit)
-    run._tm = False
+    _hooked(monkeypatch, run)
     hooked = losses(run, circuit)
     for k, (want, _) in hooked.items():
         assert np.isfinite(want), k

@@ -1,6 +1,6 @@
 """Path patching as edge states of the task graph's forward (rmtbase.circuits.core.paths): the
 via-MLP change of the frozen-state forward (a head's MLP edges counterfactual, every head between
-frozen at its clean output) equals :class:`rmtbase.circuits.core.mlp_path.MLPPaths`' hooked
+frozen at its clean output) equals :class:`_hooked_paths.MLPPaths`' hooked
 transformers forward, source by source, under zero and mean counterfactuals, on a GPT-2, a GQA
 Llama, a post-norm Gemma-3 and a parallel GPT-NeoX (whose via-MLP path starts a layer later).
 The head search's fold (its direct-path patches) equals the same forward's edge sets.
@@ -17,12 +17,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from _hooked_paths import MLPPaths  # noqa: E402
+
 from rmtbase.circuits.core.capture import capture  # noqa: E402
 from rmtbase.circuits.core.counterfactual import Counterfactual  # noqa: E402
 from rmtbase.circuits.core.forward import TaskModel  # noqa: E402
 from rmtbase.circuits.core.graph import Node  # noqa: E402
 from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
-from rmtbase.circuits.core.mlp_path import MLPPaths  # noqa: E402
 from rmtbase.circuits.core.paths import (  # noqa: E402
     ForwardPaths,
     GraphPaths,

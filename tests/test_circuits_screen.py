@@ -1,5 +1,5 @@
 """The circuit search's screen and its guards against chance (rmtbase.circuits.core.screen,
-.mlp_path, .labels): the linear form of the probe's statistics equals the probe's own
+tests/_hooked_paths, .labels): the linear form of the probe's statistics equals the probe's own
 window_sums; the first-order attribution tracks the exact patch; the via-MLP change equals an
 independent loop over the model's blocks; a label needs a statistic above uniform attention
 and enough queries, so an untrained model, a tiny vocabulary and a two-window text confirm
@@ -83,7 +83,7 @@ def test_the_via_mlp_change_equals_an_independent_loop_over_the_blocks(setup):
     blocks with each attention output held at its captured value (c_proj of the captured z),
     the source's share removed at layer 0 and added back at the end, to 1e-5 of its scale;
     with nothing removed the hooked run reproduces the capture exactly."""
-    from rmtbase.circuits.core.mlp_path import MLPPaths
+    from _hooked_paths import MLPPaths
 
     net, hm, seqs, cap = setup
     paths = MLPPaths(hm, seqs, cap)
@@ -183,10 +183,10 @@ def test_without_mlps_nothing_travels_through_them_in_any_family(kind):
     residual multiplier (Granite): with every MLP weight zeroed, the via-MLP change of a
     source is 0 (to 1e-5 of the direct output's scale); with the MLPs live it is not, and
     find_circuits runs every path on an explicit receiver with finite effects."""
+    from _hooked_paths import MLPPaths
     from test_circuits_families import _ids, _mlp, _net
 
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.core.mlp_path import MLPPaths
 
     net = _net(kind)
     hm = HeadModel(net)

@@ -9,15 +9,50 @@ layers frozen); the residual entering ``l`` minus the clean one. The residual is
 senders' outputs, so every layer ``< l`` is frozen, ``S`` sending ``c_S`` on every edge, and
 ``Δ_S = o_S − c_S`` is added back for its kept direct edges: only MLPs run, from layer ``m`` on,
 on ``K`` copies of the prompts (one per source). :meth:`GraphPaths.kept`: the heads named send
-their counterfactuals, the rest frozen clean. :class:`.mlp_path.MLPPaths` hooks the same."""
+their counterfactuals, the rest frozen clean. Cost: :func:`forward_flops`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .graph import Node
-from .mlp_path import BATCH_TOKENS, input_gradients
 from .via_mlp import ViaMLP
+
+#: Sequences a forward pass runs at once (times the sources stacked in it).
+BATCH_TOKENS = 8192
+
+
+def forward_flops(net, tokens: int) -> float:
+    """About ``2 × (parameters outside the embeddings) × tokens``: one forward pass."""
+    n = 0
+    for name, p in net.named_parameters():
+        if "embed" in name or "wte" in name or "wpe" in name or "lm_head" in name:
+            continue
+        n += p.numel()
+    return 2.0 * float(n) * float(tokens)
+
+
+def has_mlps(hm) -> bool:
+    """Whether the blocks have an MLP: a nonzero matrix outside attention (OPT: fc1, fc2)."""
+    blk, attn = hm.layers[0], {id(p) for p in hm.attention(0).parameters()}
+    return any(p.ndim >= 2 and id(p) not in attn and bool(p.detach().abs().max() > 0)
+               for p in blk.parameters())
+
+
+def input_gradients(x, deltas, fs):
+    """(``[∂f/∂x]``, ``[[∂f/∂δ for δ in deltas]]``) of each scalar function in ``fs`` of ``x``,
+    a residual computed from the leaves ``deltas`` (:meth:`ForwardPaths.gradients`)."""
+    import torch
+
+    g_ls, g_ms = [], []
+    with torch.enable_grad():
+        for i, f in enumerate(fs):
+            grads = torch.autograd.grad(f(x.float()), [x, *deltas], allow_unused=True,
+                                        retain_graph=i < len(fs) - 1)
+            g_l = grads[0].float()
+            g_ls.append(g_l)
+            g_ms.append([torch.zeros_like(g_l) if g is None else g.float() for g in grads[1:]])
+    return g_ls, g_ms
 
 
 def via_mlp_edges(graph, source):
@@ -151,4 +186,5 @@ class ForwardPaths(ViaMLP):
         return self.graph.kept(layer, deltas, direct=direct)
 
 
-__all__ = ["ForwardPaths", "GraphPaths", "via_mlp_edges"]
+__all__ = ["BATCH_TOKENS", "ForwardPaths", "GraphPaths", "forward_flops", "has_mlps",
+           "input_gradients", "via_mlp_edges"]

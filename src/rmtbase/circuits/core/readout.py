@@ -1,23 +1,17 @@
-"""A model's logits at chosen positions with some heads' outputs given: ``replace`` {layer:
-{head: z (N, T, d_h)}} -> ``rows(n, at)``, sequence ``n``'s logits at positions ``at`` (None:
-none), those ``z`` set where the layer's output projection reads them (a later head reads the
-set value). On the graph forward (:class:`.forward.TaskModel`, :class:`.stages.Frozen`) for the
-task graph's families, else by a pre-hook on the projection. Logits: the model's own, or for a
-base model the final hidden state times its output head (the input embedding where tied, else
-the head's weight from the safetensors or GGUF file, without a final soft-cap)."""
+"""Logits at chosen positions with some heads' outputs given, on the graph forward
+(:class:`.forward.TaskModel`, :class:`.stages.Frozen`): ``replace`` {layer: {head: z (N, T,
+d_h)}} -> ``rows(n, at)``, sequence ``n``'s logits at positions ``at`` (None: none), those ``z``
+set where the layer's output projection reads them. A base model's logits: its final hidden
+state times its output head (the tied embedding, else the head's weight from its file)."""
 
 from __future__ import annotations
 
-from .hooks import forward, hooked
 
-
-def head_forward(tm, hm, ids):
-    """``replace -> rows`` on token ids ``ids`` ``(N, T)`` (module docstring): on ``tm``, the
-    graph forward (:class:`.forward.TaskModel`), or where None on ``hm``'s model, hooked."""
+def head_forward(tm, ids):
+    """``replace -> rows`` on token ids ``ids`` ``(N, T)`` (module docstring) on ``tm``'s graph
+    forward (:class:`.forward.TaskModel`)."""
     from functools import partial
 
-    if tm is None:
-        return partial(_hooked_rows, hm, ids)
     return partial(_graph_rows, tm, tm.embed(ids))
 
 
@@ -40,34 +34,6 @@ def _graph_rows(tm, emb, replace):
                 return tm.unembed(x[n, at]).float()
             return unembed(tm.net, tm.final(x[n, at]))
     return rows
-
-
-def _hooked_rows(hm, ids, replace):
-    import torch
-
-    def hook(j):
-        def run(_mod, args):
-            z = args[0]
-            zz = z.reshape(*z.shape[:-1], hm.n_heads, hm.head_dim).clone()
-            for h, new in replace[j].items():
-                zz[..., h, :] = new.to(zz.dtype)
-            return (zz.reshape(z.shape), *args[1:])
-        return run
-
-    with hooked([(hm.output_projection(j), hook(j), "pre") for j in replace]), \
-            torch.inference_mode():
-        out = forward(hm.net, ids)
-    return lambda n, at: logits_at(hm.net, out, n, at)
-
-
-def logits_at(net, out, n: int, at):
-    """Sequence ``n``'s logits at positions ``at`` of a transformers output ``out``: its own,
-    or a base model's :func:`unembed` (one sequence's positions: ``(N, T, V)`` is gigabytes)."""
-    logits = getattr(out, "logits", None)
-    if logits is not None:
-        return logits[n, at].float()
-    hidden = getattr(out, "last_hidden_state", None)
-    return None if hidden is None else unembed(net, hidden[n, at])
 
 
 def unembed(net, hidden):
@@ -119,5 +85,4 @@ def attach_output_head(net, model) -> None:
                     return
 
 
-__all__ = ["HEAD_NAMES", "OUTPUT_HEAD", "attach_output_head", "head_forward", "logits_at",
-           "unembed"]
+__all__ = ["HEAD_NAMES", "OUTPUT_HEAD", "attach_output_head", "head_forward", "unembed"]

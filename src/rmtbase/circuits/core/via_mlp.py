@@ -1,6 +1,6 @@
-"""The head search's via-MLP paths (maths: :mod:`.mlp_path`): the sources' counterfactual shares,
-their changes (kept) and first-order screen. The engines beneath give ``_changes``, ``kept`` and
-``gradients``: :class:`.mlp_path.MLPPaths` (hooked), :class:`.paths.ForwardPaths` (graph)."""
+"""The head search's via-MLP paths (maths: :mod:`.paths`): the sources' counterfactual shares,
+their changes (kept) and first-order screen; :class:`.paths.ForwardPaths` gives ``_changes``,
+``kept`` and ``gradients`` on the graph forward (the tests: a hooked one)."""
 
 from __future__ import annotations
 

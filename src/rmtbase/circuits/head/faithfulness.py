@@ -5,7 +5,7 @@ Receiver R (layer ``l``), input ``κ`` (q, k or v), circuit ``C``: the sources c
 replaced by its counterfactual (:mod:`..core.counterfactual`) in its layer's attention
 output, the MLPs are recomputed on the changed residual (so the kept heads' contributions
 through MLPs survive) and every attention output is otherwise held clean
-(:meth:`..core.mlp_path.MLPPaths.kept`). Where the via-MLP screen does not run (a model without
+(:meth:`..core.paths.ForwardPaths.kept`). Where the via-MLP screen does not run (a model without
 MLPs, or one above its budget: then no via-MLP edge is confirmed either) the direct changes are
 summed instead, one forward pass less per set. R's ``κ`` input reads the resulting residual at
 ``l``, its other inputs the clean one (:meth:`..core.receiver.Patcher.effects_from_residuals`).

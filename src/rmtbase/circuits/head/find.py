@@ -8,7 +8,7 @@ without a label gets **dependencies** (attention or output change), never ``conf
 ranked by composition; all patched exactly when the plan fits :data:`EXACT_BUDGET`, else the
 top ``k`` of each ranking and every source whose estimate reaches :data:`ATTRIBUTION_FLOOR`
 of the rule's floor. Paths: ``direct`` (:mod:`..core.receiver`), ``via_mlp``
-(:mod:`..core.mlp_path`: every source where every direct one is patched, else its top ``k`` by
+(:mod:`..core.paths`: every source where every direct one is patched, else its top ``k`` by
 its own attribution).
 
 **Rule** (:mod:`..core.rule`, per row on its effect under ``counterfactual`` against

@@ -111,7 +111,7 @@ def losses(run, circuit: dict) -> dict:
     out = {"loss_clean": nan, "loss_circuit_ablated": nan, "loss_receivers_ablated": nan}
     if not mask[:, :-1].any():
         return out
-    loss = head_forward(run.task_model(), run.hm, seqs.ids)
+    loss = head_forward(run.task_model(), seqs.ids)
     clean = _loss(loss({}), seqs.ids, mask)
     if clean is None:
         return out

@@ -71,7 +71,7 @@ class _Length:
     (made lazily)."""
 
     def __init__(self, hm, seqs, cap, totals, ablation):
-        from ..core.mlp_path import has_mlps
+        from ..core.paths import has_mlps
 
         self.hm, self.seqs, self.cap, self.totals = hm, seqs, cap, totals
         self.pt = Patcher(hm, cap, seqs, ablation)
@@ -79,27 +79,19 @@ class _Length:
         self._mlp = self._tm = None
 
     def task_model(self):
-        """The graph forward (:class:`..core.forward.TaskModel`, to the logits' stage) of the
-        task graph's families; None for the others."""
+        """The graph forward (:class:`..core.forward.TaskModel`, to the logits' stage)."""
         from ..core.forward import TaskModel
 
         if self._tm is None:
-            try:
-                self._tm = TaskModel(self.hm.net, logits=False)
-            except InputError:  # a family the task graph does not run
-                self._tm = False
-        return self._tm or None
+            self._tm = TaskModel(self.hm.net, logits=False)
+        return self._tm
 
     def mlp(self):
-        """The via-MLP paths: on the graph forward (:class:`..core.paths.ForwardPaths`) for
-        the task graph's families, else hooked (:class:`..core.mlp_path.MLPPaths`)."""
-        from ..core.mlp_path import MLPPaths
+        """The via-MLP paths on the graph forward (:class:`..core.paths.ForwardPaths`)."""
         from ..core.paths import ForwardPaths
 
         if self._mlp is None:
-            tm = self.task_model()
-            self._mlp = (MLPPaths(self.hm, self.seqs, self.cap) if tm is None
-                         else ForwardPaths(self.hm, self.seqs, self.cap, tm))
+            self._mlp = ForwardPaths(self.hm, self.seqs, self.cap, self.task_model())
         return self._mlp
 
 
@@ -156,7 +148,7 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     exact_all = opts.screen == "exact" or (opts.screen == "auto"
                                            and 3 * n_src <= F.EXACT_BUDGET)
     tokens = max((r.seqs.n * r.seqs.length for r in runs.values()), default=0)
-    from ..core.mlp_path import forward_flops, has_mlps
+    from ..core.paths import forward_flops, has_mlps
 
     via = bool(recv) and has_mlps(hm)
     # the screen: a forward and a backward (2 forwards) per receiver and input; the exact
