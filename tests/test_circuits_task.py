@@ -582,6 +582,17 @@ def test_pruning_on_integrated_gradients_scores_each_round_in_its_circuit():
         prune_estimated(r, keep=1.0)
 
 
+def test_pruning_halves_then_steps_down_by_an_eighth_then_a_sixteenth():
+    """The rounds' sizes (live edges at each round's start), written out: halving above 2 ·
+    TAIL = 64, ⌈n/8⌉ from 64 down to 32, ⌈n/16⌉ below; plan() is their sum."""
+    from rmtbase.circuits.task.prune import TAIL, plan
+
+    assert TAIL == 32
+    sizes = [110, 55, 48, 42, 36, 32, 30, 28, 26, 24, 22, 20, 18, 16, *range(15, 0, -1)]
+    assert plan(110) == sum(sizes)
+    assert plan(262) == sum([262, 131, 66, 33, *sizes[5:]])  # 66 halves to 33, then 1 to 32
+
+
 def test_the_plan_beyond_the_budget_names_the_estimated_rounds():
     """Beyond the exact pruning's budget the plan names the rounds on integrated gradients:
     123,211 edges keep 12,321, 1,232, 123, then 32, which the fifth round ranks."""

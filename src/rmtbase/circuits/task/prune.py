@@ -1,7 +1,8 @@
 """A task's edges ranked by pruning in context: each edge's exact effect measured against the
 circuit being built. From every edge kept (``C = M``) each round measures, for every edge ``e``
 in ``C``, ``δ_e = m(C) − m(C ∖ {e})`` (mean over prompts) and removes the ``fraction`` with the
-smallest ``δ`` (from ``tail`` edges down, ``⌈n / TAIL_STEP⌉``), while their joint loss ``m(C) −
+smallest ``δ`` (from ``2 · tail`` edges down ``⌈n / MID_STEP⌉``, from ``tail`` down ``⌈n /
+TAIL_STEP⌉``), while their joint loss ``m(C) −
 m(C ∖ D)`` exceeds their losses alone by at most ``guard`` se or :data:`TOLERANCE` of the
 behaviour (edges that back each other up each look idle), else fewer (:func:`_guarded`); in
 the tail an edge whose removal idles one more (a two-edge path) costs half its ``δ``. The
@@ -33,9 +34,12 @@ from ..core.se import mean_se
 
 #: Fraction of the circuit's edges removed per round while more than :data:`TAIL` are left.
 FRACTION = 0.5
-#: From this many edges down, a round removes one edge per :data:`TAIL_STEP` left.
+#: From this many edges down, a round removes one edge per :data:`TAIL_STEP` left; from twice
+#: as many, one per :data:`MID_STEP` (an edge whose worth came from edges removed with it is
+#: measured again before it is kept).
 TAIL = 32
 TAIL_STEP = 16
+MID_STEP = 8
 #: A round removes several edges only while they lose at most this many se together, or
 #: this fraction of the behaviour ``m(M) − m(∅)``.
 GUARD = 2.0
@@ -97,9 +101,13 @@ def _told_once(runner: Runner, say, total: int):
 
 
 def _removed(n: int, fraction: float, tail: int) -> int:
-    """Edges a round of ``n`` live edges removes at most: the ``fraction`` above ``tail`` (down
-    to ``tail``), then ``⌈n / TAIL_STEP⌉``."""
-    return -(-n // TAIL_STEP) if n <= tail else max(1, min(int(fraction * n), n - tail))
+    """Edges a round of ``n`` live edges removes at most: the ``fraction`` above ``2 · tail``
+    (down to ``tail``), ``⌈n / MID_STEP⌉`` above ``tail`` (down to it), then ``⌈n /
+    TAIL_STEP⌉``."""
+    if n <= tail:
+        return -(-n // TAIL_STEP)
+    step = -(-n // MID_STEP) if n <= 2 * tail else int(fraction * n)
+    return max(1, min(step, n - tail))
 
 
 def _behaviour(runner: Runner) -> float:
