@@ -1,9 +1,9 @@
 """Which circuit searches a scored model can run next, with their commands: the block that ends
 ``summary.txt`` and the section of ``report.html`` of a score with composition or probe data.
 
-From the score's ``architecture`` (the ``model_type``): the head-behaviour search
-(``rmtbase circuits``) and the task search (``rmtbase circuits --task``) run
-:data:`rmtbase.circuits.core.families.SUPPORTED`; an encoder runs neither. The model is named as the score names it, never by an absolute path."""
+Both searches (``rmtbase circuits``, ``--task``) run the ``architecture`` (``model_type``) in
+:data:`rmtbase.circuits.core.families.SUPPORTED`, an encoder neither. The model is named as
+the score names it, never by an absolute path."""
 
 from __future__ import annotations
 

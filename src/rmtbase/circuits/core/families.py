@@ -1,6 +1,6 @@
-"""Which model families both circuit searches run (:data:`SUPPORTED`), decided from the config alone (:func:`check_family`, before any
-loading), and how each lays out one attention layer (:data:`SPECS`, read by
-:class:`.heads.HeadModel`). A spec names, per ``model_type``:
+"""Which model families both circuit searches run (:data:`SUPPORTED`), decided from the config
+alone (:func:`check_family`, before any loading), and how each lays out one attention layer
+(:data:`SPECS`, read by :class:`.heads.HeadModel`). A spec names, per ``model_type``:
 
 - ``layers`` (the decoder stack: ``layers`` or ``h``), ``attn`` (the attention module),
   ``norm`` (the input norm, the first attribute present; None: none, OLMo-2/3), ``out`` (the
@@ -124,6 +124,5 @@ def parallel(config, spec: dict) -> bool:
     return bool(p)
 
 
-__all__ = ["ENCODERS", "LLAMA_FAMILY", "SPECS", "SUPPORTED",
-           "check_family", "parallel",
+__all__ = ["ENCODERS", "LLAMA_FAMILY", "SPECS", "SUPPORTED", "check_family", "parallel",
            "text_config"]

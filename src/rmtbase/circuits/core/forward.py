@@ -87,11 +87,9 @@ def _layer_mlp(layer, mult: float):
     return f if mult == 1.0 else (lambda x: f(x) * mult)
 
 
-def _final_norm(base):
-    """A base model's final norm (OPT's then ``project_out``; a Gemma-3 wrapper's text's)."""
-    dec = getattr(base, "decoder", None) or getattr(base, "language_model", None) or base
-    final = _first(base, _FINAL_NORMS) or _first(dec, _FINAL_NORMS)
-    out = getattr(dec, "project_out", None)
+def _final_norm(decoder):
+    """The final norm beside ``decoder``'s layers (OPT's followed by its ``project_out``)."""
+    final, out = _first(decoder, _FINAL_NORMS), getattr(decoder, "project_out", None)
     return final if final is None or out is None else (lambda x: out(final(x)))
 
 
@@ -117,8 +115,7 @@ class TaskModel:
             else None
         if self.head is None and logits:
             raise InputError(f"{mt}: this model has no unembedding (load it as a causal LM)")
-        base = getattr(net, "base_model", net)
-        self.final = _final_norm(base)
+        self.final = _final_norm(hm.decoder)
         if self.final is None and logits:
             raise InputError(f"{mt}: cannot find the final norm")
         self.parallel = hm.parallel(0)

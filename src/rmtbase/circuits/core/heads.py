@@ -60,6 +60,7 @@ class HeadModel:
         base = getattr(net, "base_model", net)
         owner = _owner(base, spec["layers"])
         self.net, self.config, self.family, self.kind, self.spec = net, tc, mt, mt, spec
+        self.decoder = owner  # the module holding the layers (and the final norm)
         self.layers = list(getattr(owner, spec["layers"]))
         self.n_layers = len(self.layers)
         self.n_heads = int(tc.num_attention_heads)
