@@ -19,7 +19,7 @@ if ! command -v chromium >/dev/null 2>&1; then
       "RMTBASE_APT=1, as root with apt-get); the browser test (tests/test_html.py) will skip" >&2
   fi
 fi
-# The quick tier by default (every statistical claim at a small shape; <= 10 min on 2 cores);
+# The quick tier by default (every statistical claim at a small shape; aim: 10 min on 2 cores);
 # `--all` adds the long Monte Carlo, calibration and model tests marked slow; a `-m` of the
 # caller's replaces the default selection (e.g. `-m slow`).
 marker=(-m "not slow")
