@@ -327,7 +327,10 @@ def pytest_runtest_protocol(item, nextitem):
     threads: ``getrusage(RUSAGE_SELF)``) and of the children it waited for (CLI subprocesses),
     and wall seconds, over the test's setup, call and teardown (a module fixture's cost falls
     to the first test that uses it). CPU, not wall, is what a loaded machine cannot distort
-    much; ``scripts/quick_tier_cpu.py`` sums it per file. Nothing without the variable."""
+    much; ``scripts/quick_tier_cpu.py`` sums it per file. A fifth column: the wall seconds
+    JAX spent tracing, lowering and compiling in this process (``jax.monitoring``'s
+    ``/jax/core/compile/*`` events; XLA compiles on several threads, so its CPU is more).
+    Nothing without the variable."""
     path = os.environ.get("RMTBASE_TEST_CPU_LOG")
     if not path:
         yield
@@ -339,12 +342,25 @@ def pytest_runtest_protocol(item, nextitem):
         s, c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
 
-    (s0, c0), t0 = cpu(), time.perf_counter()
+    if not _COMPILE_S:  # one listener per process, registered at its first test
+        _COMPILE_S.append(0.0)
+        jax.monitoring.register_event_duration_secs_listener(_count_compile)
+    (s0, c0), t0, k0 = cpu(), time.perf_counter(), _COMPILE_S[0]
     yield
     (s1, c1), wall = cpu(), time.perf_counter() - t0
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(f"{path}.{worker}", "a", encoding="utf-8") as f:
-        f.write(f"{item.nodeid}\t{s1 - s0:.3f}\t{c1 - c0:.3f}\t{wall:.3f}\n")
+        f.write(f"{item.nodeid}\t{s1 - s0:.3f}\t{c1 - c0:.3f}\t{wall:.3f}"
+                f"\t{_COMPILE_S[0] - k0:.3f}\n")
+
+
+#: Seconds of JAX compilation so far in this process (``RMTBASE_TEST_CPU_LOG`` runs only).
+_COMPILE_S: list = []
+
+
+def _count_compile(event: str, duration: float, **_kw) -> None:
+    if event.startswith("/jax/core/compile/"):
+        _COMPILE_S[0] += duration
 
 
 def pytest_unconfigure(config):
