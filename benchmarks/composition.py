@@ -1,4 +1,4 @@
-"""Composition of a LLaMA-3-8B-shaped random model (issue 47): CPU time, peak memory and the
+"""Composition of a LLaMA-3-8B-shaped random model: CPU time, peak memory and the
 ratio to the FLOP floor of the per-layer-pair GEMMs, measured on the same machine.
 
 Shape: d = 4096, 32 query heads of d_h = 128, 8 key/value heads (GQA), bfloat16 storage (each

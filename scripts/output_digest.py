@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Digest of rmtbase outputs, for before/after checks of a restructure (issue 50).
+"""Digest of rmtbase outputs, for before/after checks of a restructure.
 
 ``output_digest.py PATH [PATH ...]`` prints one line per item, sorted, paths relative to the
 folder given (a file given alone is named by its base name):
