@@ -342,25 +342,22 @@ def pytest_runtest_protocol(item, nextitem):
         s, c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
 
-    if not _COMPILE_S:  # one listener per process, registered at its first test
-        _COMPILE_S.append(0.0)
-        jax.monitoring.register_event_duration_secs_listener(_count_compile)
-    (s0, c0), t0, k0 = cpu(), time.perf_counter(), _COMPILE_S[0]
-    yield
+    compiled = [0.0]
+
+    def on_event(event: str, duration: float, **_kw) -> None:
+        if event.startswith("/jax/core/compile/"):
+            compiled[0] += duration
+
+    jax.monitoring.register_event_duration_secs_listener(on_event)
+    (s0, c0), t0 = cpu(), time.perf_counter()
+    try:
+        yield
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_event)
     (s1, c1), wall = cpu(), time.perf_counter() - t0
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(f"{path}.{worker}", "a", encoding="utf-8") as f:
-        f.write(f"{item.nodeid}\t{s1 - s0:.3f}\t{c1 - c0:.3f}\t{wall:.3f}"
-                f"\t{_COMPILE_S[0] - k0:.3f}\n")
-
-
-#: Seconds of JAX compilation so far in this process (``RMTBASE_TEST_CPU_LOG`` runs only).
-_COMPILE_S: list = []
-
-
-def _count_compile(event: str, duration: float, **_kw) -> None:
-    if event.startswith("/jax/core/compile/"):
-        _COMPILE_S[0] += duration
+        f.write(f"{item.nodeid}\t{s1 - s0:.3f}\t{c1 - c0:.3f}\t{wall:.3f}\t{compiled[0]:.3f}\n")
 
 
 def pytest_unconfigure(config):
