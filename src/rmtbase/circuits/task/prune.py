@@ -1,16 +1,16 @@
 """A task's edges ranked by pruning in context: each edge's exact effect measured against the
 circuit being built. From every edge kept (``C = M``) each round measures, for every edge ``e``
 in ``C``, ``δ_e = m(C) − m(C ∖ {e})`` (mean over prompts) and removes the ``fraction`` with the
-smallest ``δ`` (from ``2 · tail`` edges down ``⌈n / MID_STEP⌉``, from ``tail`` down ``⌈n /
-TAIL_STEP⌉``), while their joint loss ``m(C) − m(C ∖ D)`` exceeds their losses alone by at
-most ``guard`` se or :data:`TOLERANCE` of the behaviour (edges that back each other up each
-look idle), else fewer (:func:`_guarded`); in the tail an edge whose removal idles one more
-(a two-edge path) costs half its ``δ``. The removal order, reversed, ranks every edge, so
-each top ``k`` was itself measured as a circuit: ACDC's greedy pruning (Conmy et al. 2023,
-arXiv:2304.14997) without its threshold; ``stop`` marks the first round whose every ``δ``
-passes a rule. Cost (:func:`plan`): about ``E / fraction
-+ tail² / 3`` edge sets, each a pass over the prompts from the stage where it differs from
-``C``, a stage's sets run together (:meth:`..core.runner.Runner.metrics`).
+smallest ``δ`` (from ``2 · tail`` edges down ``⌈n / MID_STEP⌉``, from ``tail`` down
+``⌈n / TAIL_STEP⌉``), while their joint loss ``m(C) − m(C ∖ D)`` exceeds their losses alone
+by at most ``guard`` se or :data:`TOLERANCE` of the behaviour (edges that back each other up
+each look idle), else fewer (:func:`_guarded`); in the tail an edge whose removal idles one
+more (a two-edge path) costs half its ``δ``. The removal order, reversed, ranks every edge,
+so each top ``k`` was itself measured as a circuit: ACDC's greedy pruning (Conmy et al.
+2023, arXiv:2304.14997) without its threshold; ``stop`` marks the first round whose every
+``δ`` passes a rule. Cost (:func:`plan`): about ``E / fraction + tail² / 3`` edge sets, each
+a pass over the prompts from the stage where it differs from ``C``, a stage's sets run
+together (:meth:`..core.runner.Runner.metrics`).
 
 Where that is too many, :func:`prune_estimated` prunes on estimates: each round scores every
 edge of ``C`` by the integrated gradient in ``C``'s context (:func:`..core.attribution.attribute`
