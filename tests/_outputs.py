@@ -1,4 +1,4 @@
-"""Open and parse each file a tour step writes (issue 87): one checker per kind of file, by
+"""Open and parse each file a tour step writes: one checker per kind of file, by
 extension. :func:`problems` returns what is wrong with a file (nothing when it reads as its
 kind); a file of a kind without a checker is itself a problem, so a new output cannot go
 unread.

@@ -1,6 +1,6 @@
-"""The commands and code blocks of README.md and docs/tour.md, read as a new user would run them
-(issue 37): shared by the quick parse test (tests/test_readme.py) and the tour test that runs
-them (tests/test_tour.py).
+"""The commands and code blocks of README.md and docs/tour.md, read as a new user would run them:
+shared by the quick parse test (tests/test_readme.py) and the tour test that runs them
+(tests/test_tour.py).
 
 A page's steps are, in page order: every ``$ …`` line of a ``console`` block, every line of a
 ``bash`` block (a ``\\`` at the end of a line continues it) and every ``python`` block whole.
@@ -35,7 +35,7 @@ def _in(folder: str, *files: str) -> tuple[str, ...]:
     return tuple(f"{folder}/{f}" for f in files)
 
 
-#: The files of a score folder (issue 87), a collection's, ``--components``' additions, a
+#: The files of a score folder, a collection's, ``--components``' additions, a
 #: task's circuit folder and a probe's.
 SCORE = ("manifest.json", "report.html", "scores.nc", "heads.csv", "scores.csv", "summary.txt",
          "figures/verdict.png", "figures/effect_*.png", "figures/spectrum_L*_H*.png")

@@ -1,7 +1,7 @@
 """Alignment, symmetry and input focus (rmtbase.stats.alignment): against independent numpy
 routes on MiniLM's real heads (the symmetry through the d × d product itself), their Gaussian
 null moments by Monte Carlo (fixed keys, |z| < 5 with the standard error from the draws), and
-a planted full-rank alignment read back at two model sizes (issue 31's acceptance numbers)."""
+a planted full-rank alignment read back at two model sizes (the acceptance numbers)."""
 
 import jax
 import jax.numpy as jnp
@@ -106,7 +106,7 @@ def test_planted_full_rank_alignment_reads_back(d, d_h, heads):
 
 @pytest.mark.slow  # the MiniLM probe over the default text: ~1 min on 2 cores
 def test_minilm_alignment_tracks_attention_to_self(minilm_heads):
-    """Issue 31's measurement, reproduced with the project's probe (equal to an independent one
+    """The reference measurement, reproduced with the project's probe (equal to an independent one
     to ρ ≥ 0.9998) on its default text: over MiniLM's 72 heads, Spearman ρ of alignment with
     the mean attention on the query's own position ≈ +0.51, of qk.skewness ≈ +0.78; of the
     raw scale σ_Q·σ_K with the attention entropy ≈ −0.48."""

@@ -50,7 +50,7 @@ def test_generated_then_cached(user_cache, monkeypatch):
 
     monkeypatch.setattr(rmtbase.baseline.tables, "cell_table", no_generation)
     second = cache.null_table(16, 4, stats="all", min_draws=30, seed=7)
-    # a request for fewer draws gets exactly its draws, the first 30 (issue 59)
+    # a request for fewer draws gets exactly its draws, the first 30
     assert second.sizes["draw"] == 30 and second.attrs["draws"] == 30
     first30 = first.isel(draw=slice(0, 30)).assign_attrs(draws=30)
     # exact: the cached file holds this process's own draws of the same program, read back losslessly
@@ -137,8 +137,8 @@ def test_cache_contents_are_checked_against_the_name(user_cache, poison):
 
 def test_storage_tables_are_keyed_and_float_spectral_requests_share_float32(user_cache):
     # 16 x 4 (was 32 x 4): the bfloat16 "all" program is then that of
-    # test_cache_contents_are_checked_against_the_name[other storage], compiled once (issue 59
-    # item 5); Q4_1 needs d a multiple of its 32-value block
+    # test_cache_contents_are_checked_against_the_name[other storage], compiled once; Q4_1
+    # needs d a multiple of its 32-value block
     a = cache.null_table(16, 4, stats="all", min_draws=40, seed=5, storage="bfloat16")
     assert a.attrs["storage_dtype"] == "bfloat16" and "bfloat16" in a.attrs["sampler"]
     b = cache.null_table(16, 4, stats="spectral", min_draws=40, seed=5, storage="float16")
@@ -182,7 +182,7 @@ def test_shipped_index_entries_are_readable_and_match():
             # the stored spectrum (sims/add_spectra.py) serves every spectral statistic
             assert ds["lambda"].dims == ("d", "d_h", "draw", "eig")
             assert ds.sizes["eig"] == e["d_h"]
-    # ~18 MB of statistics + ~32 MB of stored spectra (issue 31); the tracked tree must stay
+    # ~18 MB of statistics + ~32 MB of stored spectra; the tracked tree must stay
     # under ~55 MB in all
     assert total < 52e6
 

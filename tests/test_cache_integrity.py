@@ -1,4 +1,4 @@
-"""Every cached null verified on read (issue 70 items 1 and 6).
+"""Every cached null verified on read.
 
 Each kind of file the user cache keeps — a null table, the profile null, the composition and
 QK-overlap nulls, a whole-matrix null — is damaged in each way the red team tried (values

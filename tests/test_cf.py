@@ -1,4 +1,4 @@
-"""CF conventions on the netCDF files rmtbase writes into output folders (issue 37): global
+"""CF conventions on the netCDF files rmtbase writes into output folders: global
 ``Conventions``, ``title``, ``history``, ``source``, ``references``; ``long_name`` and a UDUNITS
 ``units`` on every variable and coordinate; no absolute path. Read back by an independent
 reader (netCDF4's attribute API, not xarray) and, where installed, by cf_xarray and cf_units."""

@@ -1,6 +1,6 @@
-"""Every netCDF file rmtbase writes passes the CF-1.10 check of the IOOS compliance-checker
-(issue 49 item 4): a tiny random model's ``scores.nc``, ``components.nc`` and
-``composition.nc``, a collection's, ``probe.nc``, a fresh baseline table and a study's tables.
+"""Every netCDF file rmtbase writes passes the CF-1.10 check of the IOOS compliance-checker: a
+tiny random model's ``scores.nc``, ``components.nc`` and ``composition.nc``, a collection's,
+``probe.nc``, a fresh baseline table and a study's tables.
 
 What counts as an error: a failed check of **high or medium priority** (the checker's
 "Errors" and "Warnings" sections of ``cchecker.py --test cf:1.10``; low priority is its

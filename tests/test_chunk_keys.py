@@ -1,4 +1,4 @@
-"""The draw driver's chunk keys are hashed on the host (issue 59 item 4: a cold score compiled
+"""The draw driver's chunk keys are hashed on the host (otherwise a cold score compiles
 three programs per chunk size for them): the same key words as ``jax.random.fold_in``, bit
 for bit, and no compiled program for them.
 

@@ -1,5 +1,5 @@
-"""Issue 55 item 5: the circuit tools checked where the truth is known, on small GPT-2s **with
-MLPs** and ≥ 3 layers trained to contain a previous-token → induction circuit
+"""The circuit tools checked where the truth is known, on small GPT-2s **with MLPs** and ≥ 3
+layers trained to contain a previous-token → induction circuit
 (:mod:`rmtbase.studies._mlp_induction`).
 
 The ground truth is this file's own path patching, in plain torch from the state dict (no
@@ -173,7 +173,7 @@ def _name(lh):
 
 
 def test_circuits_doc_names_no_machine_path():
-    """Issue 59 item 6: docs/circuits.md named a shared note by its machine path."""
+    """docs/circuits.md names no shared note by its machine path."""
     import re
     from pathlib import Path
 
@@ -249,7 +249,7 @@ def test_tools_find_the_causally_dominant_k_source(config, seed):
 def test_no_library_bars_drops_only_a_report_of_unexpected_keys(tmp_path, capfd, caplog):
     """transformers' load report (a warning table) of a causal-LM checkpoint read as its base
     model lists lm_head.weight as unexpected: dropped inside ``no_library_bars``, as are the
-    save bar; a report of missing keys still shows (issue 55 item 5, ``study circuits``)."""
+    save bar; a report of missing keys still shows (``study circuits``)."""
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
     from rmtbase._library_bars import no_library_bars

@@ -1,4 +1,4 @@
-"""``rmtbase score MODEL --composition --probe`` (rmtbase.pipeline; issue 55 item 3): the
+"""``rmtbase score MODEL --composition --probe`` (rmtbase.pipeline): the
 composition, the circuit search (labels, path patching) and a first screen that leads with what
 was found — terminal, summary.txt, report.html and --json carry it, circuits.nc is written
 beside composition.nc, and the flags are checked before any work."""
@@ -12,7 +12,7 @@ import pytest
 
 from rmtbase.cli import main
 
-#: Keys every --json circuit object has (issue 55: "at least").
+#: Keys every --json circuit object has, at least.
 CIRCUIT_KEYS = {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
                 "confirmed"}
 
@@ -55,7 +55,7 @@ def scored(tmp_path_factory):
 
 @pytest.mark.slow  # the whole command on a tiny GPT-2: score, composition, 96 patches (~90 s)
 def test_json_and_files_carry_the_circuits(scored):
-    """--json has "circuits" (one object per patched candidate, the issue's keys, from/to as
+    """--json has "circuits" (one object per patched candidate, the required keys, from/to as
     L<l>H<h>), the composition's "found" lines and "standing" rows (ranks checked against the
     stored scores by a plain sort); circuits.nc lies beside composition.nc."""
     import xarray as xr

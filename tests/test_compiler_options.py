@@ -1,5 +1,5 @@
 """Programs compiled with ``rmtbase._compiled.FEW_CALLS`` (XLA CPU's elemental emitters instead
-of its MLIR fusion emitters, to compile faster; issue 59 item 4) give the bytes the default
+of its MLIR fusion emitters, to compile faster) give the bytes the default
 options give. Each program is compiled both ways on the same inputs (fixed seeds), at the
 shapes of a first score (SmolLM2: d = 576, d_h = 64, 3 key heads) and in two storages; the
 optimised programs must differ (the options reached XLA), their outputs must not: bit for

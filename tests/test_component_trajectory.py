@@ -1,4 +1,4 @@
-"""Whole-matrix trajectories (issue 24 item 4): ``rmtbase score ckpts/step* --components ...``
+"""Whole-matrix trajectories: ``rmtbase score ckpts/step* --components ...``
 writes one collection — ``components.nc`` with the leading ``checkpoint`` dimension, each entry
 exactly ``score_components`` of its folder alone, ``components.csv`` per entry, the
 k-versus-step figure — and entries of different shapes are padded. Null tables go to a

@@ -1,4 +1,4 @@
-"""Head–head composition (issue 47): scores = explicit d × d products, the null's exact
+"""Head–head composition: scores = explicit d × d products, the null's exact
 moments against independent computations, Monte Carlo against the exact moments, calibration
 on a random GPT-2, a planted circuit."""
 

@@ -1,4 +1,4 @@
-"""The composition null's exact moments (issue 47 item 2): E[Σλ²/(Σλ)²] at d_h = 2 against an
+"""The composition null's exact moments: E[Σλ²/(Σλ)²] at d_h = 2 against an
 independent mpmath quadrature, the exact Var s² against Monte Carlo at three shapes, the
 ratio-of-moments approximation at d_h ≥ 3 against a control-variate conditional Monte Carlo
 (slow), and the QK overlap's null (exact variance, samplers, p calibration, a planted pair)."""

@@ -1,9 +1,9 @@
-"""composition's ``null_storage`` is checked where it enters and travels as a record (issue 58
-item 3): a float storage in any case becomes its record (the files spell its name, and the QK
-overlap's null is drawn at it too), anything else is refused in one line before any weight is
-read. Before, ``"Float16"`` reached the file's ``null_storage`` attr and cache name as typed
-(while the overlap's null fell back to float32), and ``"q4_0"`` or ``"int4"`` ran the QK and OV
-products first.
+"""composition's ``null_storage`` is checked where it enters and travels as a record: a
+float storage in any case becomes its record (the files spell its name, and the QK overlap's
+null is drawn at it too), anything else is refused in one line before any weight is read.
+So ``"Float16"`` reaches neither the file's ``null_storage`` attr nor a cache name as typed,
+the overlap's null does not fall back to float32, and ``"q4_0"`` or ``"int4"`` do not run the
+QK and OV products first.
 
 Cost: a 2-layer GPT-2 with 2 heads of 16 (d = 32), 60 null draws.
 """

@@ -1,4 +1,4 @@
-"""The constants registry at high precision (issue 13 item 0).
+"""The constants registry at high precision.
 
 200 digits of every constant against a route that shares no algorithm with rmtbase.analytic:
 the Weibull anchor's moments as plain tanh-sinh quadratures in x = |w|/σ (mpmath's own erf/erfc,

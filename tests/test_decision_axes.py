@@ -1,11 +1,12 @@
-"""The head decision combines every axis the profile tests (issue 48, item 1;
-:mod:`rmtbase.decision.combined`).
+"""The head decision combines every axis the profile tests
+(:mod:`rmtbase.decision.combined`).
 
 A head made symmetric — W_K ← 0.6·A·W_Q + 0.8·W_K, A = diag(±1) over the d_h rows, so W_QK
 gains 0.6·W_Qᵀ A W_Q (symmetric, trace ≈ 0: no alignment) — sits at symmetry ≈ 0.35 against a
 null band of about ±0.007 at 384 × 32, yet the statistics' omnibus alone gave it head p 0.45
-(issue 48) or 0.15 (the seed here): the decision did not see the factor axes. Combined, its head
-p is at the tail's floor and it is flagged at 384 × 32 (quick), 768 × 64 and 640 × 256 (slow).
+(another measurement) or 0.15 (the seed here): the decision did not see the factor axes.
+Combined, its head p is at the tail's floor and it is flagged at 384 × 32 (quick), 768 × 64 and
+640 × 256 (slow).
 Calibration on random models at every storage: ``tests/test_decision_calibration.py``.
 """
 
@@ -99,7 +100,7 @@ def planted_384(score_cache):
 
 
 def test_planted_symmetric_head_is_flagged_at_384x32(planted_384):
-    """The failure of issue 48 at 384 × 32: the statistics alone leave the symmetric head far
+    """The failure at 384 × 32: the statistics alone leave the symmetric head far
     from a flag (head p of the omnibus > 0.01; 0.15 measured), the combined decision flags it
     with p ≤ 1e-3 (measured 7·10⁻¹⁶: p_A at the GPD tail's floor)."""
     assert planted_384["head_p_statistics"].values[0, 0] > 0.01

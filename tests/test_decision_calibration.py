@@ -1,4 +1,4 @@
-"""Calibration of the combined head decision (:mod:`rmtbase.decision.combined`, issue 48 item 1)
+"""Calibration of the combined head decision (:mod:`rmtbase.decision.combined`)
 on untrained models at every storage: float32, bfloat16, a GGUF K-quant (Q4_K) and block FP8
 (E4M3), n ≥ 1,000 heads each, scored by ``score_model`` at default options.
 

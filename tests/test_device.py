@@ -1,14 +1,14 @@
 """GPU = CPU: the null drawn on an accelerator against the same keys on the CPU.
 
 The GPU = CPU checks run only where JAX's default backend is an accelerator (a lent GPU); on a
-CPU-only machine, CI's included, they skip and say so. The Jacobi kernel's accuracy check
-(issue 57) runs on every backend: compiled on a GPU, in Pallas' interpret mode on the CPU. Threefry bits are the same on every backend;
-what may differ is float32 rounding (normals, products, eigenvalues) and the eigen route
-(:func:`rmtbase.baseline.eig_route.eig_method`: ``eigvalsh`` on an accelerator, tridiagonal bisection
-on the CPU, both within EIGH_MAX_REL_ERROR relative of a float64 SVD; on this CPU the two routes'
-spectral statistics differ by ≤ 1.3e-6 relative at (768, 64), 512 draws). The bounds, one per
-class of statistic, are in :func:`test_accelerator_null_equals_cpu`: together they say that a
-null table made on either backend serves both.
+CPU-only machine, CI's included, they skip and say so. The Jacobi kernel's accuracy check runs
+on every backend: compiled on a GPU, in Pallas' interpret mode on the CPU. Threefry bits are the
+same on every backend; what may differ is float32 rounding (normals, products, eigenvalues) and
+the eigen route (:func:`rmtbase.baseline.eig_route.eig_method`: ``eigvalsh`` on an accelerator,
+tridiagonal bisection on the CPU, both within EIGH_MAX_REL_ERROR relative of a float64 SVD; on
+this CPU the two routes' spectral statistics differ by ≤ 1.3e-6 relative at (768, 64), 512
+draws). The bounds, one per class of statistic, are in :func:`test_accelerator_null_equals_cpu`:
+together they say that a null table made on either backend serves both.
 """
 
 import json
@@ -130,7 +130,7 @@ def test_accelerator_null_equals_cpu(tmp_path, stats, n, storage):
 @TRITON_DEPRECATION
 @pytest.mark.parametrize("route", ["jacobi_pallas", "hestenes_pallas", "jacobi", "hestenes"])
 def test_accelerator_jacobi_routes_equal_cpu(tmp_path, route):
-    """The spectral null with a Jacobi route forced on the accelerator (issue 57: the routes
+    """The spectral null with a Jacobi route forced on the accelerator (the routes
     eig_method may take there once measured) against the CPU's own route, same keys: every
     spectral statistic within 4·EIGH_MAX_REL_ERROR relative, as the float32 spectral case
     above (each route's λ are within EIGH_MAX_REL_ERROR of a float64 SVD)."""

@@ -1,6 +1,6 @@
 """docs/statistics.md's generated table (rmtbase.stats.statistic.doc_table) has six cells in
 every row: a ``|`` inside a cell (``|w|`` in the Weibull and max/q99 names) is escaped
-(issue 59 item 6: seven rows had it bare, and Markdown split them into extra columns)."""
+(bare, it makes Markdown split the row into extra columns)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every option's preconditions are checked before the score starts (issue 49, defect 4).
+"""Every option's preconditions are checked before the score starts.
 
 The red team's cases: ``score <GGUF without tokenizer> --probe`` was refused only after the
 whole score, ``score <GGUF with q/k only> --ov`` only after the whole QK pass and with the

@@ -1,6 +1,6 @@
-"""Effect sizes in the statistic's own units (rmtbase.decision.effect.natural_effect, issue 31
-step 2): ratios to the null median for scale-like statistics, shifts for location-like ones,
-with the null's 95 % band; independent of how wide the null is; in scores."""
+"""Effect sizes in the statistic's own units (rmtbase.decision.effect.natural_effect):
+ratios to the null median for scale-like statistics, shifts for location-like ones, with the
+null's 95 % band; independent of how wide the null is; in scores."""
 
 import numpy as np
 import pytest
@@ -38,8 +38,7 @@ def test_ratio_and_shift_against_numpy():
 
 def test_effect_does_not_depend_on_the_null_width():
     """The same departure (a head 10 % above the median) against a null 4.6× narrower reads the
-    same ratio, while its distance in null sd grows 4.6× (issue 31: KL's null sd at 768×64 vs
-    384×32)."""
+    same ratio, while its distance in null sd grows 4.6× (KL's null sd at 768×64 vs 384×32)."""
     from rmtbase.decision.effect import distance, null_moments
 
     rng = np.random.default_rng(2)

@@ -1,4 +1,4 @@
-"""A new element statistic is one record that owns its estimator (issue 50 step 3).
+"""A new element statistic is one record that owns its estimator.
 
 The toy statistic ``toy_peak`` = max|w| / mean|w| is added as ONE :class:`Statistic` record
 whose :class:`Estimator` declares its two per-tile accumulators — max|w| (range pass, combined

@@ -1,5 +1,4 @@
-"""A null table without a statistic the run reads is refused before any layer is read (issue 50
-step 3).
+"""A null table without a statistic the run reads is refused before any layer is read.
 
 A maintainer adds an element statistic (here: ``toy_stat`` appended to the element statistics
 the tables must hold); the shipped tables of MiniLM's cell (384, 32) were made without it.

@@ -1,6 +1,6 @@
-"""Resumable collections (issue 34 step 3): each entry written when it completes, a rerun
-reuses finished entries, `rmtbase combine` assembles entries into the same collection; Dask
-tasks retried, waited on by polling (Ctrl-C delivered, tasks cancelled)."""
+"""Resumable collections: each entry written when it completes, a rerun reuses finished
+entries, `rmtbase combine` assembles entries into the same collection; Dask tasks retried,
+waited on by polling (Ctrl-C delivered, tasks cancelled)."""
 
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def test_worker_threads_are_pinned():
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["tasks:submitted:INT", "tasks:submitted:INT*"])
 def test_ctrl_c_during_a_two_worker_collection_ends_it(steps, tmp_path, fault):
-    """Issue 35 item 6: `score A B C D --workers 2` with one Ctrl-C (or a terminal's burst)
+    """`score A B C D --workers 2` with one Ctrl-C (or a terminal's burst)
     while the driver waits on its tasks: exit 130 with one line, no hang, no output."""
     import subprocess
     import sys

@@ -1,5 +1,5 @@
 """Every exact comparison in the tests says why it is exact (docs/conventions.md, "Exact
-comparisons in tests"; issue 49).
+comparisons in tests").
 
 float32 results of two different compiled programs (eager vs jit, numpy vs JAX, another batch
 or chunk shape, a file drawn on another CPU) differ in their last bits from one instruction set

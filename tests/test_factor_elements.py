@@ -1,7 +1,7 @@
 """A scored layer's W_Q and W_K element statistics come from one compiled program of their own
-(``scoring.measures.layer_stats._factor_elements``), apart from W_QK's (issue 59 item 4: W_QK's program
-no longer compiles the factors' estimator a second time), and W_QK's statistics are finished by
-a second program (``scoring.measures.qk_elements._compiled``). Checked against independent calls:
+(``scoring.measures.layer_stats._factor_elements``), apart from W_QK's (W_QK's program does
+not compile the factors' estimator a second time), and W_QK's statistics are finished by a
+second program (``scoring.measures.qk_elements._compiled``). Checked against independent calls:
 ``element_stats`` on each head's factor by itself (its own program) and W_QK's statistics and
 histogram in one program (``qk_histogram.elements_and_histogram``), floats to 1e-5 relative or
 1e-6 absolute (tests/test_compiler_options.py says why), for grouped-query and multi-head

@@ -1,4 +1,4 @@
-"""Fault injection against the CLI and the table writer (issue 13): hostile or impossible output
+"""Fault injection against the CLI and the table writer: hostile or impossible output
 targets, full and read-only file systems, kills and interrupts at every write stage, poisoned
 cache entries, extreme σ, memory limits and tracebacks that used to escape.
 
@@ -440,7 +440,7 @@ def test_closed_stdout_ends_quietly():
     assert err == b"", err
 
 
-# --- issue 25: undefined statistics, sizes before work, tracebacks, small ----------------------
+# --- undefined statistics, sizes before work, tracebacks, small --------------------------------
 
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory):

@@ -1,4 +1,4 @@
-"""Ctrl-C at every write stage (issue 25): ``score``, ``baseline``, ``compare`` and a Dask
+"""Ctrl-C at every write stage: ``score``, ``baseline``, ``compare`` and a Dask
 collection end within seconds with exit 130, one line ``rmtbase: interrupted`` on stderr (no
 traceback, no "Exception ignored"), the previous output intact and no temporary sibling left.
 

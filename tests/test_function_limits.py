@@ -1,10 +1,9 @@
-"""The orchestrators stay small (issue 50, step 4), measured on the source (ast).
+"""The orchestrators stay small, measured on the source (ast).
 
 - every function (methods and nested functions too) in ``scoring/``, ``decision/`` and
-  ``baseline/`` (issue 58 item 4): at most
-  :data:`MAX_LINES` lines (``def`` to its last line, docstring included) and
-  :data:`MAX_PARAMS` parameters (``self``/``cls`` not counted; ``*args``/``**kw`` count one
-  each), and no ``return`` of a tuple literal with more than :data:`MAX_TUPLE` items;
+  ``baseline/``: at most :data:`MAX_LINES` lines (``def`` to its last line, docstring
+  included) and :data:`MAX_PARAMS` parameters (``self``/``cls`` not counted; ``*args``/``**kw``
+  count one each), and no ``return`` of a tuple literal with more than :data:`MAX_TUPLE` items;
 - ``rmtbase score``'s ``run`` (``cli/score.py``): at most :data:`MAX_LINES` lines.
 
 Today's exceptions are listed by name with what they exceed (:data:`EXCEPTIONS`): the list
@@ -28,17 +27,17 @@ EXCEPTIONS = {
     "scoring/profile/stopping.py::sequential_nulls": {"params": 9},
     # documented positional API (tests pass overlap, d, d_h, n_kv, key, draws) + progress
     "scoring/composition/overlap.py::overlap_tests": {"params": 9},
-    # baseline/ (issue 58 item 4): public entry points whose keyword options are documented
+    # baseline/: public entry points whose keyword options are documented
     #  (docs/contract.md, README, tests pass them by name); each validates them into one record
     #  (TableSpec, TableKey, Draws, NetworkSpec) and forwards that record, never the list
     "baseline/table_spec.py::make_spec": {"params": 11},  # TableSpec's keyword builder
     "baseline/cache.py::null_table": {"params": 9},  # -> table_key -> TableKey
     "baseline/cache.py::table_filename": {"params": 9},  # every key of a cache file's name
     "baseline/network_tables.py::network_draws": {"params": 10},
-    "baseline/matrix_null.py::matrix_null_draws": {"params": 9},  # HA's file (issue 58)
+    "baseline/matrix_null.py::matrix_null_draws": {"params": 9},  # HA's file
     # the per-draw program of one Draws record: one closure per route, traced as one program
     "baseline/null.py::_draw_fn": {"lines": 65},
-    # not yet restructured (issue 50 step 4 left them; see the commit that added this test)
+    # not yet restructured (see the commit that added this test)
 }
 
 

@@ -1,4 +1,4 @@
-"""GGUF files of every architecture rmtbase reads from GGUF (issue 33, item 1), checked against
+"""GGUF files of every architecture rmtbase reads from GGUF, checked against
 the Hugging Face folder of the same random model and against ``transformers``' own GGUF loader.
 
 Each tiny random model (d = 64, 2 layers, 4 query heads; GQA/MQA, head_dim ≠ d / n_heads,
@@ -246,7 +246,7 @@ def _wide(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ARCHS)
 def test_q4_k_heads_of_every_architecture(name, tmp_path):
-    """Every architecture at a K-quant (issue 33: F32, Q8_0 and a K-quant each). Where
+    """Every architecture at a K-quant (F32, Q8_0 and a K-quant each). Where
     transformers' GGUF loader reads the architecture, rmtbase's heads of the Q4_K file equal
     those of the folder transformers makes of it; elsewhere (grouped Falcon, Gemma-1, ...)
     they equal the folder's heads put through rmtbase's Q4_K round trip, bit-exact with the

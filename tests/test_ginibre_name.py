@@ -1,4 +1,4 @@
-"""The full-rank ensemble and the product-network kind are named "ginibre" (issue 50 step 1).
+"""The full-rank ensemble and the product-network kind are named "ginibre".
 
 "gaussian" names only the Gaussian null. The old spelling is still accepted where the text
 enters (Python: a DeprecationWarning; CLI: one line on stderr) and gives the same numbers; what

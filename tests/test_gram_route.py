@@ -1,5 +1,5 @@
 """The quantised null's Gram route for λ (rmtbase.stats.spectral.null_eigvals_by_grams,
-rmtbase.baseline.draw_route) and the draws version of the table cache (issue 59 items 1, 4).
+rmtbase.baseline.draw_route) and the draws version of the table cache.
 
 Tolerances: the Gram route and the QR route each agree with a float64 SVD to 1e-4 relative on
 every λ (measured ≤ 1.1e-5 at 640 × 256, 1024 × 128 and 512 × 256: the core's float32 SVD

@@ -1,4 +1,4 @@
-"""Heads grouped by kind (issue 48, item 3; rmtbase.decision.kinds): each kind recognised on a
+"""Heads grouped by kind (rmtbase.decision.kinds): each kind recognised on a
 head planted to be of that kind, at three shapes, in a random model scored by score_heads; on
 MiniLM the kind counts agree between summary.txt's first line, --json and report.html."""
 

@@ -1,4 +1,4 @@
-"""The order of heads (issue 48, item 2; rmtbase.decision.order): departure in units of the
+"""The order of heads (rmtbase.decision.order): departure in units of the
 null's band, "min" ranks (ties shown as ties), --sort-by, and its stability against a deeper
 spectral null on MiniLM."""
 
@@ -123,7 +123,7 @@ def _spearman(a, b) -> float:
 @pytest.mark.slow  # MiniLM twice, the second with its spectral null extended to 100,000 draws
 def test_minilm_order_is_stable_against_a_deeper_null(score_cache):
     """MiniLM's 72 heads by departure: Spearman >= 0.99 between the default score and one with
-    --max-draws 100000 (by head p it was 0.93, issue 48), and no run of tied ranks longer than
+    --max-draws 100000 (by head p: 0.93), and no run of tied ranks longer than
     the ties among the departures."""
     from rmtbase.scoring import score_model
 

@@ -203,7 +203,7 @@ def test_headless_chromium_loads_without_errors_and_drills_down(report12, tmp_pa
 
 
 def _with_contract(ds: xr.Dataset) -> xr.Dataset:
-    """Stand-ins for the score's per-head distance variables (issue 26's contract), from the
+    """Stand-ins for the per-head distance variables of the score contract, from the
     real score: ``distance`` = z on the family, ``head_effect`` its largest |value| (made
     distinct), ``head_top_stat`` that statistic, ``n_spikes`` = leading ranks above the null
     band's top and ``spike_x`` those eigenvalues over the band's top at rank 1."""

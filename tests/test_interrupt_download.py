@@ -1,4 +1,4 @@
-"""Ctrl-C ends a stalled whole-file download at once (issue 49, defect 2).
+"""Ctrl-C ends a stalled whole-file download at once.
 
 When a server ignores byte ranges, :class:`rmtbase.files.ranges.RemoteFile` falls back to
 downloading the whole file. That download used to run inside

@@ -1,4 +1,4 @@
-"""The parallel cyclic Jacobi routes (issue 57): two-sided on Grams (rmtbase.stats._jacobi) and
+"""The parallel cyclic Jacobi routes: two-sided on Grams (rmtbase.stats._jacobi) and
 one-sided on the cores themselves (rmtbase.stats._hestenes), each in jnp and as a Pallas kernel
 (rmtbase.stats._jacobi_pallas; Pallas' interpret mode on the CPU).
 

@@ -1,5 +1,5 @@
 """Every command's ``--json`` document names its layout: ``"schema": "rmtbase.<command>/1"``
-first (issue 49, Build item 4), and docs/json.md lists each command's schema name.
+first, and docs/json.md lists each command's schema name.
 
 Each command with a ``--json`` option is run in-process on the cheapest input it takes (tiny
 random models, a 10-draw table, a stub study) and its stdout parsed; a command given a

@@ -1,5 +1,5 @@
-"""Two runs of one model are labelled by their folders in ``compare`` and ``combine`` (issue 49:
-they were ``tiny-gpt2#0``, ``tiny-gpt2#1``): :func:`rmtbase.scoring.collection.combine.folder_labels`.
+"""Two runs of one model are labelled by their folders in ``compare`` and ``combine`` (not
+``tiny-gpt2#0``, ``tiny-gpt2#1``): :func:`rmtbase.scoring.collection.combine.folder_labels`.
 
 One score of a tiny random GPT-2 is written to folder ``a`` and copied to ``b`` (the same
 model scored twice: the labels' source is all that matters here).

@@ -17,7 +17,7 @@ LEVEL = {
     "ensembles": 2, "stats": 2,
     "decision": 3, "baseline": 3, "models": 3, "probe": 3, "depth": 3, "plot": 3,
     "scoring": 4,
-    "circuits": 4.5,  # issue 55: reads probe/, models/, scoring/; report/ may read it
+    "circuits": 4.5,  # reads probe/, models/, scoring/; report/ may read it
     "extend": 4.6,  # the plugins' public face: re-exports stats, models, decision, scoring
     "pipeline": 4.7,  # the score pipeline as one call: reads scoring/, circuits/, probe/
     "report": 5,

@@ -1,6 +1,6 @@
 """The legacy GGUF block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): rmtbase's jitted round trip
 equals ``gguf.quants`` (the ggml reference, numpy) bit for bit on 131,072 Gaussian blocks at
-σ = 0.02 and σ = 1, and on blocks built to sit on rounding ties (issue 33, item 4)."""
+σ = 0.02 and σ = 1, and on blocks built to sit on rounding ties."""
 
 import gguf
 import jax

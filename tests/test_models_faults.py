@@ -1,4 +1,4 @@
-"""Model-loading faults of issue 13: each is a one-line ModelError/InputError, never a traceback.
+"""Model-loading faults: each is a one-line ModelError/InputError, never a traceback.
 
 - a shard index naming a file outside the model folder (``../other/…``, ``/etc/passwd``) is
   refused before anything is opened; a folder of symlinks (the Hugging Face cache layout) is not;

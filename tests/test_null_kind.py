@@ -1,6 +1,6 @@
 """The null as one value (rmtbase.stats.null_kind): parsing with one-line errors, equality and
 hashing, what each null tests, its element draws, the descriptions the files carry, the
-registry the classes fill and the capabilities read as attributes (issue 58)."""
+registry the classes fill and the capabilities read as attributes."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_descriptions_as_the_files_carry_them():
 
 
 def test_the_registry_is_filled_by_the_classes():
-    """A concrete subclass naming itself registers when defined (issue 58); an abstract one, or
+    """A concrete subclass naming itself registers when defined; an abstract one, or
     a variant keeping its parent's name, does not; NULLS is a live view of the names."""
     from dataclasses import dataclass
     from typing import ClassVar
@@ -170,7 +170,7 @@ def test_capabilities_are_attributes():
     assert g.stored_like_checkpoint and not p.stored_like_checkpoint
     assert g.scores_components and g.scores_deltas
     assert not p.scores_components and not p.scores_deltas
-    assert (g.composition_draws, p.composition_draws) == (18_000, 1000)  # issue 56 (H3)
+    assert (g.composition_draws, p.composition_draws) == (18_000, 1000)
     assert g.at_storage("q4_k") == GaussianNull("q4_k") and p.at_storage("q4_k") is p
     assert p.storage == "float32"
     g.require("scores_deltas", "--base")

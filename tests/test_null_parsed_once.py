@@ -1,5 +1,5 @@
-"""The null's text is parsed once, where it enters, and passed on as the value (issue 50 step 1:
-"the null is re-parsed at 9 call sites").
+"""The null's text is parsed once, where it enters, and passed on as the value, not
+re-parsed at each call site.
 
 Where text enters: the settings records (``ScoreSettings`` and ``CompositionSettings`` parse
 it when built, :mod:`rmtbase.scoring.settings`): the CLI's ``--null`` builds the record
@@ -73,8 +73,8 @@ def test_an_entry_key_names_the_null_by_its_spelling():
 
 
 def test_cli_composition_gets_the_parsed_null(monkeypatch):
-    """``--composition`` is handed the score's null value itself (it used to get the raw
-    ``args.null`` text, issue 58): the CLI's request carries it to the composition."""
+    """``--composition`` is handed the score's null value itself (not the raw
+    ``args.null`` text): the CLI's request carries it to the composition."""
     from rmtbase.cli import build_parser
     from rmtbase.cli.score_checks import Plan, request_of
     from rmtbase.pipeline.run import Prepared, _composition

@@ -1,4 +1,4 @@
-"""The proof of issue 58: a null defined outside the package, in this test file alone, runs
+"""The null protocol's proof: a null defined outside the package, in this test file alone, runs
 through ``score``, a two-model collection and the command line, or is refused up front with
 the capability it lacks named; nothing in ``src/`` knows it.
 

@@ -1,4 +1,4 @@
-"""A null owns its reference (issue 50, step 1): the OrthogonalNull experiment as a test.
+"""A null owns its reference: the OrthogonalNull experiment as a test.
 
 On 0be51e1 a 15-line ``OrthogonalNull`` added beside the Gaussian one ran, described itself as
 Haar and gave p-values identical to the Gaussian run: the draws were chosen by ``if not

@@ -1,4 +1,4 @@
-"""A null carries its storage's record (issue 58 item 3): looked up once where the null is made,
+"""A null carries its storage's record: looked up once where the null is made,
 read by its callers instead of looking the name up again; the name stays the public value.
 
 The record-travels checks use a variant record under a shipped name (q8_0 declared a float

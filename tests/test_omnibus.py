@@ -1,6 +1,6 @@
 """rmtbase.decision.omnibus: the capped Cauchy statistic by its definition, calibration under
 strong dependence, the extrapolated tail against the exact law of independent p-values, and the
-two cancellation cases and the resolution case of issue 26."""
+two cancellation cases and a resolution case."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def _head_p(pv, t_null):
 
 
 def test_a_statistic_at_p_one_cannot_cancel_strong_evidence():
-    """Issue 26, bf16 MiniLM L4H11: components 2e-16, 7e-15, 7e-12 and k.mean at p = 1 exactly
+    """bf16 MiniLM L4H11: components 2e-16, 7e-15, 7e-12 and k.mean at p = 1 exactly
     (its value on the bf16 grid). Uncapped, tan((½ − 1)π) ≈ −3·10¹⁵ outweighed the rest and the
     head p was 0.96 (reproduced here with the uncapped formula); capped, the p = 1 term is 0."""
     t_null = _uniform_null()
@@ -98,7 +98,7 @@ def test_a_statistic_at_p_one_cannot_cancel_strong_evidence():
 
 
 def test_near_one_p_cannot_cancel_moderate_evidence():
-    """Issue 26, random GPT-2 under the permutation null, L1H2: λ_min p 0.0021, condition number
+    """Random GPT-2 under the permutation null, L1H2: λ_min p 0.0021, condition number
     p 0.017, spectral entropy p 0.999: the old combination gave 0.90 (−18.7 against +8.8 in
     its terms). With the cap the head p is that of its evidence alone."""
     t_null = _uniform_null()
@@ -122,7 +122,7 @@ def test_monotone_in_every_component():
 
 
 def test_head_p_never_below_its_strongest_statistic():
-    """Issue 26: with 200 permutations every component sat at its floor p = 0.00995 and the head
+    """With 200 permutations every component sat at its floor p = 0.00995 and the head
     p was 1e-16. A degenerate null (every draw's T at or below 0: no positive anchor) now keeps
     the add-one floor, and no head p falls below the head's smallest component p."""
     t_null = np.zeros(200)

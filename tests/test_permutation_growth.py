@@ -1,5 +1,5 @@
 """The permutation null grows its draws only for the heads whose decision is open, continuing
-each head's stream exactly (issue 56 item 3; rmtbase.scoring.stopping.head_growth)."""
+each head's stream exactly (rmtbase.scoring.stopping.head_growth)."""
 
 from __future__ import annotations
 

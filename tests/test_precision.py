@@ -99,7 +99,7 @@ def test_detect_quantisation_and_storage_names():
     w = (0.02 * rng.standard_normal((8, 256))).astype(np.float32)
     assert detect_quantisation(w) is None
     assert detect_quantisation(np.asarray(round_trip(jnp.asarray(w), "bfloat16"))) is None
-    for fmt in ("q4_0", "q4_1", "q5_0", "q8_0"):  # q5_0: issue 59 item 4 (a Gemma folder)
+    for fmt in ("q4_0", "q4_1", "q5_0", "q8_0"):  # q5_0: as in a Gemma folder
         deq = round_trip(jnp.asarray(w), fmt)
         assert detect_quantisation(np.asarray(deq)) == fmt
         for st in ("float16", "bfloat16"):  # dequantised, then stored in 16 bits
@@ -169,7 +169,7 @@ def test_cell_histogram_is_the_expected_dithered_histogram():
 @pytest.mark.parametrize("shape", [(64, 768), (128, 4096)])
 def test_lattice_cells_remove_the_bfloat16_bias(shape):
     """Gaussian factors rounded to bfloat16: counting points biases the (self-normalised)
-    entropy down and the KL up by many null standard deviations (the issue's measurement: z ≈ −31 and +54 at
+    entropy down and the KL up by many null standard deviations (measured: z ≈ −31 and +54 at
     4096×128); with lattice cells the mean paired shift is below 1.5 null sd (measured 0.4–0.9
     sd across σ mantissas; the remainder is the estimator's own and is shared by the matched
     null, whose calibration at several σ is tested in test_precision_null.py). 8 paired

@@ -7,8 +7,8 @@ precision and scored with every statistic: per statistic the rate of p ≤ 0.05 
 units, except that under GQA the k.* statistics of the g query heads sharing a key head are one
 unit (a unit's count lies in [0, g], variance ≤ g²α), plus the null's own sampling
 (n²α(1−α)/N). Before the precision-matched null, the same untrained bfloat16 models at 768×64
-had p ≤ 0.05 in 28–40 % of heads for the entropy statistics (the issue's measurement, and
-``test_precision.py`` reproduces the bias).
+had p ≤ 0.05 in 28–40 % of heads for the entropy statistics (measured; ``test_precision.py``
+reproduces the bias).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def test_dequantised_q4_1_model_is_detected_and_scored_against_its_own_null(tmp_
     (2048, 128, 4, "bfloat16"), (2048, 128, 4, "float16"),
     (4096, 128, 8, "bfloat16"), (4096, 128, 8, "float16")])
 def test_untrained_large_models_score_as_null(tmp_path, user_cache, d, d_h, n_kv, storage):
-    """The issue's sizes: LLaMA-GQA (d/128 heads, n_kv key heads) and GPT-2 layouts, 2 layers,
+    """Large sizes: LLaMA-GQA (d/128 heads, n_kv key heads) and GPT-2 layouts, 2 layers,
     initializer ranges 0.02 and 0.031 (σ mantissas 1.28 and 1.98 against a null at σ = 1)."""
     n_heads = d // d_h
     folders = [

@@ -259,7 +259,7 @@ def test_score_probe_options(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_names_previous_and_next_token_heads():
-    """The issue's number: a head of MiniLM's first layer puts ≈ 0.77 on the previous token."""
+    """A head of MiniLM's first layer puts ≈ 0.77 on the previous token."""
     from rmtbase.models import default_model_path
 
     ds = probe_model(default_model_path(), progress=False)

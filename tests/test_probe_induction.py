@@ -1,7 +1,7 @@
-"""The probe's ``duplicate_token`` and ``induction`` behaviours (issue 47 item 4) against
-hand-built attention on a tiny token sequence whose repeats are written out by hand here, and
-against TransformerLens' head-detector normalisation (Σ A·D / T, written out independently);
-then through ``probe_model`` on a tiny GPT-2 folder against a direct loop."""
+"""The probe's ``duplicate_token`` and ``induction`` behaviours against hand-built attention on
+a tiny token sequence whose repeats are written out by hand here, and against TransformerLens'
+head-detector normalisation (Σ A·D / T, written out independently); then through
+``probe_model`` on a tiny GPT-2 folder against a direct loop."""
 
 import numpy as np
 import pytest

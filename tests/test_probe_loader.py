@@ -1,4 +1,4 @@
-"""The one model loader of the probe and the circuit search (rmtbase.probe.loader; issue 55:
+"""The one model loader of the probe and the circuit search (rmtbase.probe.loader;
 the CLI loads the model once for both): the GGUF load that parses the header once and skips
 the random initialisation gives the same weights and forward as transformers' plain path;
 the probe and the circuit search read the same loader; an already loaded model is used as

@@ -243,7 +243,7 @@ def test_permutation_profile_is_calibrated_for_heavy_tailed_entries(score_cache)
 @pytest.mark.slow  # quick tier: the permutation draws equal numpy on the permuted head
 def test_planted_alignment_under_the_permutation_null(score_cache):
     """The planted alignment 0.6 (L2 H5) is flagged against its own shuffles too: beyond every
-    shuffle, its p below the add-one floor 1/1001 (the tail-resolving p since issue 56) and BH's
+    shuffle, its p below the add-one floor 1/1001 (the tail-resolving p) and BH's
     first threshold 0.05/48; every head's band about 0."""
     info, layers = _model(np.random.default_rng(0), planted=(2, 5))
     ds = score_heads(info, layers, stats="spectral", progress=False, spectrum_draws=0,

@@ -1,5 +1,5 @@
 """The block-format profile null's cheaper chunk draws what format 4's did
-(rmtbase.scoring.profile.factors._stored_null, issue 59 item 4): symmetry's ‖W_QK‖² summed from the
+(rmtbase.scoring.profile.factors._stored_null): symmetry's ‖W_QK‖² summed from the
 Grams' upper blocks gives the whole products' statistic in a vmapped batched program, and a
 chunk with stored normals or a stored round trip, blocked Grams, 5 heads a loop step at
 d_h ≥ 256 and its own XLA options gives the chunk built as format 4 was (normals fused into

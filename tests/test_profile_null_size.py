@@ -1,4 +1,4 @@
-"""The profile's Gaussian null is sized by its own Monte Carlo error (issue 48 item 5): the
+"""The profile's Gaussian null is sized by its own Monte Carlo error: the
 block draws of the reduced factors equal the statistics of the full reduced factors, the default
 size keeps the null's error at most a quarter of a 1,000-head calibration's binomial se, and the
 two rates the 2,000-draw null got wrong (symmetry at the Gemma-3 shape 640 × 256, the key-only
@@ -129,9 +129,8 @@ def test_the_stopping_note_names_the_draws_its_error_does_not_cover():
     """summary.txt's Draws line (scoring.heads.stopping_text.stopping_note): the stated stopping error is
     the spectral draws'; the note names the element table, the calibration and the profile null
     with its sequential sizes (2,000, 3,000, 4,000, 6,000, 10,000 or 18,000:
-    scoring.profile.stopping.SCHEDULE, not always
-    18,000 as it said before issue 59 item 4), its own rule and the 18,000's Monte Carlo sd,
-    settled or not."""
+    scoring.profile.stopping.SCHEDULE, not always 18,000), its own rule and the 18,000's Monte
+    Carlo sd, settled or not."""
     from rmtbase.scoring.heads.stopping_text import stopping_note
     from rmtbase.scoring.profile.stopping import SCHEDULE
 

@@ -1,4 +1,4 @@
-"""The profile's Gaussian null keyed by storage records (issue 58 item 3): ``null_storage``
+"""The profile's Gaussian null keyed by storage records: ``null_storage``
 answers a record (float storages float32's, ``FLOAT32``) for a name or a record alike; the
 profile path groups and keys its draws by record and uses the name only where one is written
 (cache file names, ``profile_null_draws``) or read (the start sizes a collection takes from an

@@ -1,6 +1,6 @@
-"""The profile null's stopping rule keeps its stated error (rmtbase.scoring.profile.stopping,
-issue 59 item 4): one interval event per head and axis, and a simulated rate of decisions
-at the stop that differ from those on all the draws within ε."""
+"""The profile null's stopping rule keeps its stated error (rmtbase.scoring.profile.stopping):
+one interval event per head and axis, and a simulated rate of decisions at the stop that
+differ from those on all the draws within ε."""
 
 from __future__ import annotations
 
@@ -111,8 +111,8 @@ def test_decisions_at_the_stop_are_those_of_all_the_draws_by_simulation():
 def test_looks_count_the_sizes_where_intervals_are_made():
     """From 2,000 on the schedule makes intervals at every size but the last (where the p
     are exact); a start between sizes makes one at the start; a start at the end none (one
-    counted, the least the level divides by). Never later than the rule before issue 59
-    item 4 (2,000, 6,000, 18,000 at ε / (heads · (2·axes + 2) · 3)): its sizes are all in the
+    counted, the least the level divides by). Never later than a fixed rule
+    (2,000, 6,000, 18,000 at ε / (heads · (2·axes + 2) · 3)): its sizes are all in the
     schedule and the level is at least its level, so at each of them the open heads are a
     subset of its open heads (narrower intervals; BH monotone)."""
     from rmtbase.scoring.stopping.rule import STOP_ERROR

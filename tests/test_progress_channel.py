@@ -1,4 +1,4 @@
-"""One progress and message channel (rmtbase.progress; issue 49, defect 6 and build item 3).
+"""One progress and message channel (rmtbase.progress).
 
 A message (an error, a warning, ``rmtbase: interrupted``) ends the line of a live progress
 bar first, so it starts at column 0 on a terminal, and nothing is drawn after a command's

@@ -8,7 +8,7 @@ from rmtbase import reporters
 
 def test_the_first_update_and_its_compilation_are_not_in_the_time_left():
     """10 units: the first done at t = 100 s (a compile), then one a second. Counting the
-    first unit the rate would be 100 s a unit ("about 800 s left" at 2/10, the issue's
+    first unit the rate would be 100 s a unit ("about 800 s left" at 2/10, as in
     "about 5064 s left" for a stage done 23 s later); from the first update on it is 1 s:
     8 units left, "about 8 s left". The line at 1/10 has no estimate."""
     now = [0.0]

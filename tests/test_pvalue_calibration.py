@@ -1,5 +1,5 @@
 """The head decision calibrated through the whole score path at n ≥ 2,000 heads, with the
-default null drawn at a seed that is not shipped (issue 56 item 1, last sentence).
+default null drawn at a seed that is not shipped.
 
 Untrained heads — W_Q, W_K with i.i.d. N(0, 0.02²) entries, drawn in numpy, float32 storage —
 at (d, d_h) = (128, 16) (8 heads a layer × 256 layers = 2,048 heads) and (384, 32) (12 × 171 =

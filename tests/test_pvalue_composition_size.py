@@ -1,4 +1,4 @@
-"""The composition null sized by its own Monte Carlo error (issue 56 items 1 and 3).
+"""The composition null sized by its own Monte Carlo error.
 
 Every model of a shape is read against the same Gaussian-factor null (seed 0), so that
 sample's realised size — the probability that a fresh null pair gets ``composition_p`` ≤ α —
@@ -50,11 +50,11 @@ def test_the_default_draws_keep_the_size_error_below_a_quarter_of_a_calibration_
 def test_the_realised_size_at_gpt2_small_shape():
     """768 × 64 (GPT-2 small), F = 40,000 fresh draws (seed 7; binomial se 0.0011).
     Reproduced: the shipped seed-0 null at the former default 2,000 draws has realised size
-    0.0561 (z +5.6 on the fresh draws' se; docs/composition.md had 0.0563 and the issue
-    0.0587 on other fresh draws). At the new default 18,000 draws: seed 0 0.0485, seeds 11
-    and 12 (not shipped) 0.0469 and 0.0477, each within 2 se of 0.05, se =
-    √(rate_sd(18,000)² + binomial se²) = 0.0020 (z −0.8, −1.6, −1.2; the three share the
-    fresh draws). Measured 2026-11-26: 1 passed in 214 s (load ≈ 12 on 2 cores)."""
+    0.0561 (z +5.6 on the fresh draws' se; 0.0563 and 0.0587 on other fresh draws). At the new
+    default 18,000 draws: seed 0 0.0485, seeds 11 and 12 (not shipped) 0.0469 and 0.0477, each
+    within 2 se of 0.05, se = √(rate_sd(18,000)² + binomial se²) = 0.0020 (z −0.8, −1.6, −1.2;
+    the three share the fresh draws). Measured 2026-11-26: 1 passed in 214 s (load ≈ 12 on 2
+    cores)."""
     from rmtbase.scoring.stopping.joint import rate_sd
     from rmtbase.stats.null_kind import GaussianNull
 

@@ -1,4 +1,4 @@
-"""No p or q is 0, and an axis's p is of the same standing as the head's (issue 56 item 2).
+"""No p or q is 0, and an axis's p is of the same standing as the head's.
 
 On SmolLM2 the composition tail (the Beta law's survival function) underflowed to exactly 0.0
 for 2,204 pairs, and the report printed ``p 0``, ``q 0``; a profile axis's p was add-one and

@@ -1,5 +1,5 @@
 """The statistics' joint null is sized by its own Monte Carlo error and drawn only where a
-decision could change (issue 56 items 1 and 3; rmtbase.scoring.stopping.joint)."""
+decision could change (rmtbase.scoring.stopping.joint)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_p_bounds_from_the_exact_count_cover_the_cauchy_tail_p_at_the_full_size(
 
 
 def test_heads_far_beyond_every_calibration_draw_are_settled_at_the_first_table():
-    """SmolLM2 Q4_1's 270 heads (issue 59 item 4): every head p extrapolated (1e-14 to 2e-10)
+    """SmolLM2 Q4_1's 270 heads: every head p extrapolated (1e-14 to 2e-10)
     from a first table of 1,000 draws, no calibration draw at or beyond any head. From k = 0
     the p at 18,000 draws is at most ≈ 0.016 (2p = 0.03 < α = 0.05, BH's threshold when all
     270 are flagged): no head is unsettled, the table is not grown. Taken at every k < 10 (the
@@ -181,8 +181,8 @@ def test_the_statistics_p_is_calibrated_against_the_full_joint_null(d, d_h):
     the rates of p_S ≤ 0.025 and p_S ≤ 0.05 (the statistics' calibrated omnibus,
     rmtbase.decision.verdict) lie within 2 se of their levels, se² = the binomial variance of
     2,048 heads plus the null's own Monte Carlo variance at JOINT_DRAWS (0.0034 and 0.0012 at
-    0.025: se 0.0036; 0.0048 and 0.0016 at 0.05: se 0.0051). The issue measured 0.0327 (z +3.2)
-    and 0.0366 (z +3.4) at 384 × 32 and 128 × 16 against the seed-0 1,000/2,000-draw nulls.
+    0.025: se 0.0036; 0.0048 and 0.0016 at 0.05: se 0.0051). Against the seed-0 1,000/2,000-draw
+    nulls: 0.0327 (z +3.2) and 0.0366 (z +3.4) at 384 × 32 and 128 × 16.
     Measured here: 128 × 16 0.0298 (z +1.31) at 0.025, 0.0493 (z −0.13) at 0.05; 384 × 32
     0.0244 (z −0.16), 0.0459 (z −0.81)."""
     from rmtbase.baseline.tables import baseline

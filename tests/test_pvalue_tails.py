@@ -1,4 +1,4 @@
-"""The p beyond the draws is never anti-conservative (issue 56 item 1): the composition and
+"""The p beyond the draws is never anti-conservative: the composition and
 QK-overlap tails, and the per-statistic tails of the head decision (the last test).
 
 Against 400,000 exact draws of the project's own null sampler
@@ -114,7 +114,7 @@ def test_the_statistics_tails_are_never_anti_conservative(d, d_h):
     shape's floor XI_MIN = 0.1 the condition number's upper tail failed this in 2-4 of the 20
     nulls at 64 × 8, 64 × 16 and 96 × 16 (ratios down to 0.28); with it the smallest ratio over
     all cases was 1.23 (64 × 16, condition number at 10⁻³; margin 1.37× over 0.9, > 6 se of
-    that count). At 768 × 64 (the issue's fifth shape; 145 s on 2 cores): smallest 2.25
+    that count). At 768 × 64 (a fifth shape; 145 s on 2 cores): smallest 2.25
     (lambda_max upper, 10⁻³), then 2.32 (npr lower), 2.42 (condition number upper)."""
     from rmtbase.baseline.tables import baseline
     from rmtbase.decision.tails import TailModel

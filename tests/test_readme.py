@@ -1,4 +1,4 @@
-"""The front door (issue 37): the README fits on a page, every link and repository path named in
+"""The front door: the README fits on a page, every link and repository path named in
 the README and in docs/ exists, every ``rmtbase`` command and option named in the README and the
 tour exists (read from the parser ``--help`` prints), and the install claims hold.
 
@@ -31,7 +31,7 @@ def _links(page: Path) -> list[str]:
 
 def test_readme_fits_on_a_page():
     """9–24 KB is what researchers' READMEs measure (xarray 9.2 KB, TransformerLens 10.6 KB,
-    WeightWatcher 23.6 KB); the issue asks for at most 12 KB."""
+    WeightWatcher 23.6 KB); at most 12 KB is the aim."""
     size = len(README.read_bytes())
     assert 9_000 <= size <= 12 * 1024, size
 
@@ -270,7 +270,7 @@ def test_every_step_not_run_by_the_tour_test_is_still_on_a_page():
 
 
 def test_every_step_the_tour_runs_lists_what_it_writes():
-    """tests/_tour.WRITES (issue 87): every step the tour test runs (but ``VAR=`` lines)
+    """tests/_tour.WRITES: every step the tour test runs (but ``VAR=`` lines)
     matches exactly one entry, and every entry a step."""
     from _tour import WRITES, steps
 

@@ -1,4 +1,4 @@
-"""Issue 49's red-team defect 5: inputs scored as if valid. An FP8 checkpoint with a negative
+"""Red-team inputs that would score as if valid. An FP8 checkpoint with a negative
 block scale, one whose config says ``weight_block_size [0, 0]``, and a PEFT LoRA adapter whose
 ``target_modules`` match none of its modules are each refused in one line (exit 2 from the
 CLI) naming the file and the offending value, and no output is written."""

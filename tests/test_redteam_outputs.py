@@ -1,4 +1,4 @@
-"""Issue 49's red-team defects on outputs: (1) ``rmtbase combine --out`` into an earlier output
+"""The red team's defects on outputs: (1) ``rmtbase combine --out`` into an earlier output
 replaced it whole with exit 0; (3) an entry of ``OUT.entries`` edited after it was written was
 reused by the rerun as fresh numbers."""
 

@@ -1,6 +1,6 @@
-"""Issue 70 item 3: types checked, not coerced, in the null tables' public API as in the
-scores' (``null_table(min_draws=2.7)`` drew 2 draws, ``min_draws=True`` served a 1-draw table);
-one line, before any draw or cache read."""
+"""Types checked, not coerced, in the null tables' public API as in the scores'
+(``null_table(min_draws=2.7)`` drew 2 draws, ``min_draws=True`` served a 1-draw table); one
+line, before any draw or cache read."""
 
 from __future__ import annotations
 

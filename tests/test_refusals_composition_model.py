@@ -1,4 +1,4 @@
-"""Issue 70 item 3's circuit-search cases: ``find_circuits`` accepted another model's composition
+"""The circuit-search cases: ``find_circuits`` accepted another model's composition
 when the layer and head counts matched (two random GPT-2s of one config: the per-head ‖W_OV‖
 check allowed a log scatter of 0.2, theirs is 0.05), and its ``k`` and ``seed`` are checked as
 types, not coerced (``k=2.5`` ran 2). The composition's per-head ‖W_QK‖_F and ‖W_OV‖_F are the

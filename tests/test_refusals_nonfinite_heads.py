@@ -1,4 +1,4 @@
-"""Issue 70 item 3/6: non-finite weights with ``--composition --probe`` are refused before the
+"""Non-finite weights with ``--composition --probe`` are refused before the
 heads' scoring, in one line naming the heads (``L<l>H<h>``, which factors) as well as the
 tensor, in every kind of file: an fp32, fp16 or bf16 safetensors folder and a GGUF, its block
 formats included. Before, the check named the tensor only, and skipped a GGUF's block-format

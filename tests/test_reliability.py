@@ -1,4 +1,4 @@
-"""Issue 35 (reliability, fourth pass): each case that failed there, as run by a hostile user.
+"""Reliability: each case as run by a hostile user.
 
 NaN weights in the probe, extreme but finite weight scales in score, imports and Ctrl-C at
 start-up, output folders owned by one command, and work refused up front rather than after
@@ -123,8 +123,8 @@ def test_scale_beyond_float64_is_one_line():
 
 @pytest.mark.slow
 def test_score_extreme_scales_same_verdict(tmp_path, score_cache):
-    """Issue 35 case 2 as run: q/k of layer 0 of a GPT-2 x1e8 and x1e-8 score exactly as the
-    unscaled model does (was: every head flagged at p ~ 3e-15, qk.sum_lambda2 inf or 0)."""
+    """q/k of layer 0 of a GPT-2 x1e8 and x1e-8 score exactly as the unscaled model does (not
+    every head flagged at p ~ 3e-15, nor qk.sum_lambda2 inf or 0)."""
     import torch
     import transformers as tf
 
@@ -262,8 +262,8 @@ def test_ctrl_c_at_start_up_and_first_compile(gpt2_dir, tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_sweep_first_seconds(gpt2_dir, tmp_path):
-    """Issue 35, done when: Ctrl-C at 20 evenly spaced moments in the first 1.5 s of
-    ``rmtbase score`` (here from :func:`_first` up to 3 s, for a loaded machine): 20/20 exit 130, one line."""
+    """Ctrl-C at 20 evenly spaced moments in the first 1.5 s of ``rmtbase score`` (here from
+    :func:`_first` up to 3 s, for a loaded machine): 20/20 exit 130, one line."""
     _sweep(gpt2_dir, tmp_path, list(np.linspace(_first(), 3.0, 20)))
 
 
@@ -328,9 +328,9 @@ def test_ctrl_c_after_output_is_written(gpt2_dir, tmp_path):
 
 
 def test_interrupt_swallowed_by_a_gc_callback_is_delivered_again():
-    """Issue 35 case 5: a SIGINT that lands inside a garbage-collection callback (JAX's
-    ``_xla_gc_callback`` during the first compile) was printed as "Exception ignored" and the
-    run went on to the end; now it is raised again in the main flow, silently."""
+    """A SIGINT that lands inside a garbage-collection callback (JAX's ``_xla_gc_callback``
+    during the first compile) was printed as "Exception ignored" and the run went on to the
+    end; now it is raised again in the main flow, silently."""
     import os
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""Issue 59 (reliability, sixth pass): reproducible numbers whatever the cache holds, one memory
+"""Reliability: reproducible numbers whatever the cache holds, one memory
 check, no lost output, combine only of what it can verify, the small one-line errors."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_composition_memory_limit_is_honoured_both_ways(gpt2_dir, little_free, m
 def test_composition_counts_the_running_process_once(gpt2_dir, little_free, monkeypatch):
     """MemAvailable leaves out what this process already holds, so the plan's 600 MiB runtime
     is not asked for again: a run whose plan exceeds MemAvailable by less than the resident
-    runtime goes ahead (issue 59: 12.8 GiB available, refused for 0.6 GiB)."""
+    runtime goes ahead (e.g. 12.8 GiB available, 0.6 GiB over)."""
     import rmtbase.files.memory as memory
     from rmtbase.scoring.composition.run import RUNTIME_BYTES, check_model, plan
 
@@ -133,7 +133,7 @@ sys.stdin.read()
 def test_a_second_writer_into_the_same_out_is_refused(tmp_path, capsys):
     """Two runs into one new --out: the second is refused at once, with one line naming the
     first's process, instead of both working and the second replacing the first's output
-    (issue 59: both said "wrote 6 files"). Once the first ends, the folder is free again."""
+    (both saying "wrote 6 files"). Once the first ends, the folder is free again."""
     from rmtbase.cli import main
     from rmtbase.files.output import check_output_dir
     from rmtbase.files.output_lock import lock_path, release
@@ -214,7 +214,7 @@ def _edit(path, **attrs):
 
 def test_combine_refuses_an_edited_score_folder(tmp_path, capsys):
     """An edited scores.nc of a score folder no longer matches the SHA-256 its manifest lists:
-    refused with one line (issue 59: combined, "1 of 8 heads differ", truly 0)."""
+    refused with one line (not combined, "1 of 8 heads differ" when truly 0)."""
     from rmtbase.cli import main
     from rmtbase.scoring.collection.entries import load_entries
 
@@ -230,7 +230,7 @@ def test_combine_refuses_an_edited_score_folder(tmp_path, capsys):
 
 def test_combine_refuses_an_entry_without_its_hash(tmp_path):
     """An entry whose entry_sha256 was deleted after its head_p_value was edited cannot be
-    verified: refused (issue 59: combined with p = 1e-9, exit 0), unless --unverified, which
+    verified: refused (not combined with p = 1e-9, exit 0), unless --unverified, which
     warns; a score folder's scores.nc without its manifest likewise."""
     from rmtbase.scoring.collection.entries import CONTENT_ATTR, load_entries, save
 
@@ -407,8 +407,8 @@ def test_an_unreachable_hub_is_one_line_at_once(tmp_path, monkeypatch, capsys, c
 
 @pytest.mark.slow  # two quick studies and a resumed one: ~20 CPU-s, 75 s on the shared machine
 def test_circuits_keeps_its_training_when_a_late_step_fails(tmp_path, monkeypatch, capsys):
-    """`study circuits` trained, then exited 2 at the composition with nothing written (issue
-    59: 17 and 12 minutes lost). Now a late failure keeps the checkpoints beside the output
+    """`study circuits` trained, then exited 2 at the composition with nothing written (17 and
+    12 minutes lost). Now a late failure keeps the checkpoints beside the output
     and says so; the same command resumes from them without training, and the resumed
     output holds the same numbers as an uninterrupted run."""
     import xarray as xr

@@ -65,7 +65,7 @@ def _ds(L=3, H=4, d=64, d_h=8):
 
 
 def _with_effects(ds, n_spikes=True):
-    """``ds`` with the per-head distance variables of the score contract (issue 26):
+    """``ds`` with the per-head distance variables of the score contract:
     ``distance`` (layer, head, stat) signed, ``head_effect`` its largest |value| over the
     family, ``head_top_stat`` that statistic, ``n_spikes`` and ``spike_x``. Effects span
     1.2 … 900 null sd, distinct, in an order that is neither index order nor head-p order
@@ -132,7 +132,7 @@ def test_ranking_and_summary_lead_with_the_anomaly():
 
 def test_ranking_is_by_evidence_and_ignores_head_effect():
     """The ranking is the decision's evidence (head p, ties in index order) whatever
-    head_effect says (issue 31: head_effect was qk.kl_gaussian's narrow null in disguise): a
+    head_effect says (head_effect was qk.kl_gaussian's narrow null in disguise): a
     score with synthetic head_effect ranks exactly as without; (2, 3), whose head_effect is
     the largest (900), is not first; the table shows no head_effect column and the note says
     it ranks nothing."""

@@ -1,7 +1,7 @@
-"""Long runs (issue 13, items 7 and 9): the numbers do not depend on the chunk size or the draw
-count, bit for bit; an interrupted or killed ``rmtbase baseline --out`` continues from its
-completed blocks and writes the table an uninterrupted run writes; progress is a bar on a
-terminal and plain lines elsewhere."""
+"""Long runs: the numbers do not depend on the chunk size or the draw count, bit for bit; an
+interrupted or killed ``rmtbase baseline --out`` continues from its completed blocks and writes
+the table an uninterrupted run writes; progress is a bar on a terminal and plain lines
+elsewhere."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The spectrum band's lean program (issue 59 item 4): the same λ and rms bits as the float32
+"""The spectrum band's lean program: the same λ and rms bits as the float32
 spectral table's program, and chosen only where no float32 null shares that program."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """rmtbase.decision.spikes: the step-down count of W_QK's outlier eigenvalues, and its effect on
 ``head_effect``, on planted multiplicative spikes W_K ← W_K (I + θ v vᵀ)^{1/2} at d = 768,
-d_h = 64 (θ_c = 5.424, issue 26) — through the decision functions and through score_model on a
+d_h = 64 (θ_c = 5.424) — through the decision functions and through score_model on a
 GPT-2 layout."""
 
 from __future__ import annotations
@@ -145,10 +145,10 @@ def _aligned(rng, a, d=D, dh=DH):
 
 
 def test_a_full_rank_alignment_also_makes_outliers(null_xmax):
-    """Issue 31's numbers: n_spikes is spectral concentration, not a count of low-rank changes.
+    """n_spikes is spectral concentration, not a count of low-rank changes.
     W_K = a·W_Q + √(1 − a²)·G at 768 × 64 gives mean n_spikes 1.3 (a = 0.5), 2.8 (0.7) and
     5.8 (1.0) with no low-rank change at all (the Weyl bound concerns additive low-rank
-    changes). 40 heads per a, fixed seed; bands of ±4 se of the mean around the issue's
+    changes). 40 heads per a, fixed seed; bands of ±4 se of the mean around these
     values."""
     rng = np.random.default_rng(5)
     for a, expected in ((0.5, 1.3), (0.7, 2.8), (1.0, 5.8)):

@@ -107,9 +107,9 @@ def test_docs_table_is_current():
 
 
 def test_a_new_spectral_statistic_needs_no_data_rebuild():
-    """Issue 31's acceptance: one record, and the shipped MiniLM-shape table (4,000 draws, no
-    top_share variable) yields its null draws from the stored spectra — equal to numpy on the
-    same λ — and a head is placed against them with the decision's own functions."""
+    """One record, and the shipped MiniLM-shape table (4,000 draws, no top_share variable)
+    yields its null draws from the stored spectra — equal to numpy on the same λ — and a head
+    is placed against them with the decision's own functions."""
     from rmtbase.baseline.cache import null_table
     from rmtbase.baseline.spectra import spectral_from_table
     from rmtbase.decision.effect import natural_effect

@@ -1,4 +1,4 @@
-"""The storage read is named wherever the precision is (issue 48, item 4): the first line of the
+"""The storage read is named wherever the precision is: the first line of the
 terminal table and ``summary.txt``, the summary's storage sentence, report.html's storage row
 and ``--json`` say ``Q4_1`` / ``Q5_0`` / ``fp8_e4m3`` and the null drawn for it, not the
 float32 the weights were dequantised to (what they said before)."""
@@ -99,7 +99,7 @@ def test_gemma3_q4_k_m_gguf_with_q_k_in_q5_0_is_named_q5_0(tmp_path, score_cache
     does (norms + 1), q/k in Q5_0, every other matrix in Q4_K, general.file_type Q4_K_M. The
     CLI's first line, summary.txt's storage sentence, --json and report.html's storage row name
     Q5_0 (what q/k are stored in) and the Q5_0 null — not float32 (what the weights were
-    dequantised to, before issue 48) and not the file's Q4_K_M."""
+    dequantised to) and not the file's Q4_K_M."""
     pytest.importorskip("gguf")
     transformers = pytest.importorskip("transformers")
     import _gguf

@@ -1,4 +1,4 @@
-"""A storage name list answers for a record as for its name (issue 58 item 3: storages travel as
+"""A storage name list answers for a record as for its name (storages travel as
 records, and a record tested against ``FLOAT_STORAGES`` or ``QUANT_FORMATS`` was silently
 outside every list: ``storage_names.__contains__`` took strings only)."""
 

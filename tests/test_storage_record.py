@@ -1,4 +1,4 @@
-"""A storage format is one record (rmtbase.stats.storage, issue 50 step 2).
+"""A storage format is one record (rmtbase.stats.storage).
 
 A toy block format — four uneven levels, 32 entries a block, value q·d with
 q ∈ {−1, −0.3, 0.3, 1} and d = fp16(max|x|) per block, detected by a function of its own — is added by one :class:`~rmtbase.stats.storage.Storage` record
@@ -148,7 +148,7 @@ def test_model_in_a_toy_format_is_scored_end_to_end(toy, tmp_path, module_cache)
 
 def test_a_mixed_layer_is_a_record():
     """A layer whose W_Q and W_K are stored in different formats is a MixedStorage of their
-    records (issue 58): the files' "+"-joined name read once, the same name written back; its
+    records: the files' "+"-joined name read once, the same name written back; its
     null under "auto" is the float one, histogram statistics left out (one round trip cannot
     match two formats), as under "none"; a forced --quantized-null is drawn as asked. The
 expected values are those of the string code before the record (git show 4d0843f)."""

@@ -1,4 +1,4 @@
-"""A storage of a new family, defined in this test file alone (issue 58's proof, storage half):
+"""A storage of a new family, defined in this test file alone (the extension proof, storage half):
 int8 with one scale per row (``w ≈ q·s_r``, q ∈ {−127..127}, s_r = max|row r|/127, the
 layout of per-channel int8 checkpoints such as bitsandbytes' LLM.int8 weights), a family
 ``"row"`` the library does not ship, detected by a function of its record (no 32-entry block
@@ -106,7 +106,7 @@ def test_the_record_is_a_storage_everywhere(int8_row):
         == NAME
     assert "int8_row block quantiser" in GaussianNull(NAME).description()
     # a layer of a width no 32-entry block divides (72) is detected too: scoring asks the
-    # record's detector at any width (it returned None there before, issue 58 item 3)
+    # record's detector at any width
     from rmtbase.models.types import LayerHeads
     from rmtbase.scoring.nulls.layer_null import layer_quantisation
 

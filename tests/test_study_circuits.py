@@ -1,6 +1,6 @@
-"""Study ``circuits`` (issue 47 item 5): K-composition against a computation from GPT-2's raw
+"""Study ``circuits``: K-composition against a computation from GPT-2's raw
 state dict, the helpers on hand values, the quick pipeline (a few training steps: outputs and
-probe labels, not a circuit), and, slow, the issue's criteria on trained models of 3 seeds."""
+probe labels, not a circuit), and, slow, the acceptance criteria on trained models of 3 seeds."""
 
 import numpy as np
 import pytest
@@ -25,7 +25,7 @@ def test_k_composition_against_state_dict(tmp_path):
     """Elhage's K-composition from explicit float64 d × d products of GPT-2's Conv1D weights
     (x @ W layout: W_Q,h = c_attn.weight[:, h·dh:(h+1)·dh]ᵀ, W_O,h = c_proj.weight[h·dh:…]ᵀ)
     against the study's :func:`k_composition`, which is the library's float32 implementation.
-    Tolerance 1e-5 relative, issue 47's bound for composition: s² = tr(Mᵀ G_Q M G_V) is a sum
+    Tolerance 1e-5 relative, the bound for composition: s² = tr(Mᵀ G_Q M G_V) is a sum
     of (d_h² + d) float32 products, |error| ≲ (d_h² + d)·2⁻²⁴ ≈ 6e-6 of the terms' magnitude
     at d = 32, d_h = 8 (s relative half that), with no cancellation beyond a factor ~3 for
     random weights (measured worst 2.4e-7 against the float64 Gram implementation it replaces)."""
@@ -144,7 +144,7 @@ SEEDS = tuple(pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=_MISS[
 @pytest.mark.slow  # ten trainings of 1,500 steps, 69-80 CPU-s each
 @pytest.mark.parametrize("seed", SEEDS)
 def test_trained_models_contain_the_circuit(tmp_path, seed):
-    """Issue 47's criteria per seed: the probe finds previous-token → induction pairs; every
+    """The acceptance criteria per seed: the probe finds previous-token → induction pairs; every
     one has K-composition p ≤ 1e-3 (rmtbase.composition's null) and is outranked by at most
     5 % of the other pairs, AUC ≥ 0.95, and the circuit pairs' K-composition rises against the
     other pairs' (``k_contrast``, every interval searched) within one checkpoint of the

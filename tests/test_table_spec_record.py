@@ -1,6 +1,6 @@
-"""A table's storage travels as its record (issue 58 items 3 and 4): looked up once where the
-name enters (make_spec, table_key, score_requests), read by the drawing code, and written out as
-the name (the table's ``storage_dtype`` attr, its sampler line, the resume store's key)."""
+"""A table's storage travels as its record: looked up once where the name enters (make_spec,
+table_key, score_requests), read by the drawing code, and written out as the name (the table's
+``storage_dtype`` attr, its sampler line, the resume store's key)."""
 
 from rmtbase.baseline import cache, partial
 from rmtbase.baseline.null import sampler

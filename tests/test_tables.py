@@ -27,7 +27,7 @@ from rmtbase.errors import InputError
 D, DH = 16, 4
 # Two blocks, the second short: every "all" draw runs in 64-draw map chunks (one compilation
 # serves every test of this config), so the draws, not the compiles, set this file's cost
-# (5 chunks per table here against 8 at 2 * DRAW_BLOCK; issue 59 item 5)
+# (5 chunks per table here against 8 at 2 * DRAW_BLOCK)
 N = DRAW_BLOCK + 64
 
 

@@ -1,6 +1,6 @@
-"""The tail-count claim of the profile null's stopping rule (rmtbase.scoring.stopping.tail_count, issue
-59 item 4): its exact interval error against a simulation and against the hypergeometric form,
-where it applies, and a simulated coverage at the worst tail probability."""
+"""The tail-count claim of the profile null's stopping rule (rmtbase.scoring.stopping.tail_count):
+its exact interval error against a simulation and against the hypergeometric form, where it
+applies, and a simulated coverage at the worst tail probability."""
 
 from __future__ import annotations
 

@@ -110,7 +110,7 @@ def test_profile_likelihood_fit_reaches_the_maximum(name, draw):
 def test_gpd_tail_against_a_larger_null_sample_of_a_real_statistic():
     """lambda_max of W_QK at (64, 8): p-values extrapolated from 2000 null draws, at values
     whose tail probability a 50,000-draw sample resolves (≈ 1e-3 to 1e-4): within [0.9, 30]
-    times the empirical tail (never anti-conservative beyond the 0.9 that issue 56 allows;
+    times the empirical tail (never anti-conservative beyond the 0.9 allowed;
     the 48,000-draw reference counts 48 and 14 draws there, relative se 14 % and 27 %)."""
     import jax
 

@@ -1,5 +1,5 @@
 """The samplers that draw their normals by :func:`rmtbase.ensembles.threefry.normal` give the
-draws they gave with ``jax.random.normal`` (issue 59 item 4): the composition and QK-overlap
+draws they gave with ``jax.random.normal``: the composition and QK-overlap
 nulls (reduced and whole-factor, each storage kind they serve), the product networks' layers
 and the whole-matrix null's tiles.
 

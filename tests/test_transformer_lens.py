@@ -1,4 +1,4 @@
-"""TransformerLens models as model inputs (issue 55 item 6; :mod:`rmtbase.models.transformer_lens`).
+"""TransformerLens models as model inputs (:mod:`rmtbase.models.transformer_lens`).
 
 Checked against independent computations:
 

