@@ -3,9 +3,9 @@
 
 A head made symmetric — W_K ← 0.6·A·W_Q + 0.8·W_K, A = diag(±1) over the d_h rows, so W_QK
 gains 0.6·W_Qᵀ A W_Q (symmetric, trace ≈ 0: no alignment) — sits at symmetry ≈ 0.35 against a
-null band of about ±0.007 at 384 × 32, yet the statistics' omnibus alone gave it head p 0.45
-(another measurement) or 0.15 (the seed here): the decision did not see the factor axes.
-Combined, its head p is at the tail's floor and it is flagged at 384 × 32 (quick), 768 × 64 and
+null band of about ±0.007 at 384 × 32, yet the statistics' omnibus alone gives it head p
+0.15 (the seed here; 0.45 on another): the statistics do not see the factor axes. Combined,
+its head p is at the tail's floor and it is flagged at 384 × 32 (quick), 768 × 64 and
 640 × 256 (slow).
 Calibration on random models at every storage: ``tests/test_decision_calibration.py``.
 """
