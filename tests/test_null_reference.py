@@ -1,11 +1,10 @@
 """A null owns its reference: the OrthogonalNull experiment as a test.
 
-On 0be51e1 a 15-line ``OrthogonalNull`` added beside the Gaussian one ran, described itself as
-Haar and gave p-values identical to the Gaussian run: the draws were chosen by ``if not
-null.per_head`` in ``scoring/score.py``, not by the null. Now :class:`Null` is abstract in
-``reference`` (a null class without one cannot be constructed) and ``score_heads`` takes its
-draws from the null it is given: a test null whose ``qk.lambda_max`` draws are doubled changes
-that statistic's p-values, and only that statistic's.
+A null class without a reference cannot be constructed (:class:`Null` is abstract in
+``reference``), and ``score_heads`` takes its draws from the null it is given, never from a
+branch of its own (a 15-line ``OrthogonalNull`` beside the Gaussian one must not describe
+itself as Haar and give the Gaussian run's p-values): a test null whose ``qk.lambda_max``
+draws are doubled changes that statistic's p-values, and only that statistic's.
 """
 
 from __future__ import annotations

@@ -174,8 +174,8 @@ def test_score_values_flags_planted_structure_and_rejects_bad_scale():
     v[1, :] = 0.44  # 6 sd below
     ds = score_values({"qk.npr": v}, np.ones((4, 6)), np.ones((4, 6)), null, alpha=0.05)
     p = ds["p_value"].sel(stat="qk.npr").values
-    # ten times below the add-one floor 2/1000: since a24ec84 the GPD shape is floored at 0.1
-    # (tails never anti-conservative), which puts this 6-sd layer at p 1.9e-4
+    # ten times below the add-one floor 2/1000: the GPD shape is floored at 0.1 (tails never
+    # anti-conservative), which puts this 6-sd layer at p 1.9e-4
     assert (p[1] < 2e-4).all() and set(ds["p_method"].sel(stat="qk.npr").values[1]) == {"gpd"}
     assert ds["head_flag"].values[1].all() and int(ds["head_flag"].sum()) == 6
     assert ds["flag"].sel(stat="qk.npr").values[1].all()

@@ -151,7 +151,7 @@ def test_a_mixed_layer_is_a_record():
     records: the files' "+"-joined name read once, the same name written back; its
     null under "auto" is the float one, histogram statistics left out (one round trip cannot
     match two formats), as under "none"; a forced --quantized-null is drawn as asked. The
-expected values are those of the string code before the record (git show 4d0843f)."""
+expected values were computed without the record (format names as strings)."""
     import jax.numpy as jnp
 
     from rmtbase.errors import InputError
