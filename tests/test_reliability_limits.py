@@ -72,7 +72,7 @@ def gpt2_dir(tmp_path_factory):
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=64, n_positions=32,
                      bos_token_id=0, eos_token_id=0)
-    path = tmp_path_factory.mktemp("rel59") / "tiny-gpt2"
+    path = tmp_path_factory.mktemp("reliability") / "tiny-gpt2"
     GPT2LMHeadModel(cfg).save_pretrained(path)
     return path
 
