@@ -8,14 +8,14 @@ vector of norm 1 at every position, :func:`plant_constant`), ``mlp3s`` (the task
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ._induction_train import Recipe, _losses, batch
-from ._mlp_induction import build_model, write_whole
+from ._mlp_induction import build_model, cached_training
+from ._mlp_induction import cache_root as shared_cache_root
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,28 +181,22 @@ def train(name: str, seed: int) -> dict:
 
 def cache_root() -> Path:
     """``$RMTBASE_CACHE/circuit_zoo`` or ``~/.cache/rmtbase/circuit_zoo``."""
-    base = os.environ.get("RMTBASE_CACHE") or Path.home() / ".cache" / "rmtbase"
-    return Path(base) / "circuit_zoo"
+    return shared_cache_root("circuit_zoo")
 
 
 def trained_folder(name: str, seed: int, root: Path | None = None) -> Path:
-    """The ``save_pretrained`` folder of ``RECIPES[name]`` trained from ``seed``: read from the
-    cache when there, else trained (minutes of CPU) and written whole (module docstring)."""
-    if name not in RECIPES:
-        from ..errors import InputError
-
-        raise InputError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)}")
-    root = cache_root() if root is None else Path(root)
-    folder = root / f"{name}_seed{int(seed)}"
-    if (folder / "train_info.json").is_file():
-        return folder
-    z = RECIPES[name]
-    res = train(name, int(seed))
-    info = {"recipe_name": name, "seed": int(seed), "recipe": dataclasses.asdict(z.base),
+    """``RECIPES[name]`` trained from ``seed``: its cached folder, else trained and written."""
+    def build():
+        z = RECIPES[name]
+        res = train(name, int(seed))
+        return res["model"], {
+            "recipe_name": name, "seed": int(seed), "recipe": dataclasses.asdict(z.base),
             "data": z.data, "attn0_scale": z.attn0_scale, "const_head": z.const_head,
             "cpu_s": res["cpu_s"],
             "start": res["start"], "end": res["end"], "ln_vocab": float(np.log(z.base.vocab))}
-    return write_whole(folder, res["model"], info)
+
+    return cached_training(cache_root() if root is None else root, name, seed, RECIPES,
+                           "recipe", build)
 
 
 __all__ = ["RECIPES", "ZooRecipe", "cache_root", "markov_batch", "markov_matrix",

@@ -79,29 +79,37 @@ def train(r: Recipe, seed: int) -> dict:
             "repeat_loss_end": end}
 
 
-def cache_root() -> Path:
-    """``$RMTBASE_CACHE/mlp_induction`` or ``~/.cache/rmtbase/mlp_induction``."""
+def cache_root(name: str = "mlp_induction") -> Path:
+    """``$RMTBASE_CACHE/<name>`` or ``~/.cache/rmtbase/<name>``: the trained models' folder."""
     base = os.environ.get("RMTBASE_CACHE") or Path.home() / ".cache" / "rmtbase"
-    return Path(base) / "mlp_induction"
+    return Path(base) / name
+
+
+def cached_training(root: Path, name: str, seed: int, known, what: str, build) -> Path:
+    """``root/<name>_seed<seed>`` if it holds ``train_info.json``, else ``build()``'s ``(model,
+    info)`` written whole; a ``name`` not in ``known`` refused in one line."""
+    if name not in known:
+        from ..errors import InputError
+
+        raise InputError(f"unknown {what} {name!r}; known: {', '.join(known)}")
+    folder = Path(root) / f"{name}_seed{int(seed)}"
+    if (folder / "train_info.json").is_file():
+        return folder
+    return write_whole(folder, *build())
 
 
 def trained_folder(config: str, seed: int, root: Path | None = None) -> Path:
-    """The ``save_pretrained`` folder of ``CONFIGS[config]`` trained from ``seed``: read from
-    the cache when there, else trained (minutes of CPU) and written whole (module docstring)."""
-    if config not in CONFIGS:
-        from ..errors import InputError
-
-        raise InputError(f"unknown configuration {config!r}; known: {', '.join(CONFIGS)}")
-    root = cache_root() if root is None else Path(root)
-    folder = root / f"{config}_seed{int(seed)}"
-    if (folder / "train_info.json").is_file():
-        return folder
-    r = CONFIGS[config]
-    res = train(r, int(seed))
-    info = {"config": config, "seed": int(seed), "recipe": dataclasses.asdict(r),
+    """``CONFIGS[config]`` trained from ``seed``: its cached folder, else trained and written."""
+    def build():
+        r = CONFIGS[config]
+        res = train(r, int(seed))
+        return res["model"], {
+            "config": config, "seed": int(seed), "recipe": dataclasses.asdict(r),
             "cpu_s": res["cpu_s"], "repeat_loss_start": res["repeat_loss_start"],
             "repeat_loss_end": res["repeat_loss_end"], "ln_vocab": float(np.log(r.vocab))}
-    return write_whole(folder, res["model"], info)
+
+    return cached_training(cache_root() if root is None else root, config, seed, CONFIGS,
+                           "configuration", build)
 
 
 def write_whole(folder: Path, model, info: dict) -> Path:
@@ -120,4 +128,5 @@ def write_whole(folder: Path, model, info: dict) -> Path:
     return folder
 
 
-__all__ = ["CONFIGS", "build_model", "cache_root", "train", "trained_folder", "write_whole"]
+__all__ = ["CONFIGS", "build_model", "cache_root", "cached_training", "train", "trained_folder",
+           "write_whole"]
