@@ -40,13 +40,13 @@ def edit_config(folder, **changes):
     path.write_text(json.dumps(cfg))
 
 
-def gpt2(folder, *, seed=0, n_layer=L, n_embd=D, n_head=H):
+def gpt2(folder, *, seed=0, n_layer=L, n_embd=D, n_head=H, vocab_size=50):
     """Save a random-init GPT-2 into ``folder``; returns the folder."""
     import torch
     import transformers as tf
 
     torch.manual_seed(seed)
-    cfg = tf.GPT2Config(n_embd=n_embd, n_head=n_head, n_layer=n_layer, vocab_size=50,
+    cfg = tf.GPT2Config(n_embd=n_embd, n_head=n_head, n_layer=n_layer, vocab_size=vocab_size,
                         n_positions=32, bos_token_id=0, eos_token_id=0)
     model = tf.GPT2LMHeadModel(cfg)
     model.save_pretrained(folder)

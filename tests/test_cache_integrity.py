@@ -270,15 +270,10 @@ def test_checksum_covers_values_and_keys():
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from _checkpoints import gpt2 as saved_gpt2
 
-    torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=32, vocab_size=64, n_positions=32,
-                     bos_token_id=0, eos_token_id=0)
-    path = tmp_path_factory.mktemp("integrity") / "tiny-gpt2"
-    GPT2LMHeadModel(cfg).save_pretrained(path)
-    return path
+    return saved_gpt2(tmp_path_factory.mktemp("integrity") / "tiny-gpt2", seed=0, n_layer=2,
+                      n_embd=32, n_head=4, vocab_size=64)
 
 
 SCORE_VARS = ("p_value", "head_p_value", "profile_p", "profile_q", "profile_flag")

@@ -66,15 +66,10 @@ def test_collection_test_passes_alone_and_in_its_file(tmp_path):
 
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory):
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from _checkpoints import gpt2 as saved_gpt2
 
-    torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=64, n_positions=32,
-                     bos_token_id=0, eos_token_id=0)
-    path = tmp_path_factory.mktemp("reliability") / "tiny-gpt2"
-    GPT2LMHeadModel(cfg).save_pretrained(path)
-    return path
+    return saved_gpt2(tmp_path_factory.mktemp("reliability") / "tiny-gpt2", seed=0, n_layer=2,
+                      n_embd=64, n_head=4, vocab_size=64)
 
 
 @pytest.fixture
