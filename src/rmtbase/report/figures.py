@@ -235,7 +235,10 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     nrow = -(-n // ncol)
     pw = float(np.clip(0.11 * ds.sizes["head"] + 1.2, 2.4, 4.2))
     ph = float(np.clip(0.09 * ds.sizes["layer"] + 1.2, 2.0, 4.0))
-    fig = Figure(figsize=(ncol * pw + 1.0, nrow * ph + 0.8), layout="constrained")
+    w, h = ncol * pw + 1.0, nrow * ph + 0.8
+    fig = Figure(figsize=(w, h))  # fixed margins, inches (a constrained layout: 1.4x the CPU)
+    fig.subplots_adjust(left=0.55 / w, right=1 - 1.05 / w, bottom=0.5 / h, top=1 - 0.55 / h,
+                        wspace=0.1 * ncol / (w - 1.6), hspace=0.35 * nrow / (h - 1.05))
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
     lim = effect_limit(ds["effect"].sel(stat=list(stats)).values)
     for i, (ax, stat) in enumerate(zip(axes, stats, strict=False)):
@@ -251,9 +254,10 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
             ax.set_ylabel("")
     for ax in axes[n:]:
         ax.set_axis_off()
-    fig.colorbar(axes[0].images[0], ax=list(axes), label="effect (normal score in the null)",
-                 shrink=0.7)
-    fig.suptitle(f"{title_label(ds)} — {title}", fontsize=10)
+    inset = (0.15 if nrow > 1 else 0.0) * (1 - 1.05 / h)  # the bar: 70 % of a tall grid
+    cax = fig.add_axes((1 - 0.9 / w, 0.5 / h + inset, 0.15 / w, 1 - 1.05 / h - 2 * inset))
+    fig.colorbar(axes[0].images[0], cax=cax, label="effect (normal score in the null)")
+    fig.suptitle(f"{title_label(ds)} — {title}", fontsize=10, y=1 - 0.08 / h, va="top")
     return fig
 
 
