@@ -7,6 +7,9 @@ components and a collection:
 - **nothing clipped**: every Axes' tight bounding box (its title, tick labels, axis labels and
   texts) and every figure-level text (suptitle) lies inside the figure, to 1 pixel
   (``spectrum_*.png`` titles ran past the left edge: "MiniLM L4 H9 — most concentrated …");
+- **nothing overlapping**: no two panels' tight boxes, and no figure-level text (suptitle)
+  over any Axes' box, overlap by more than a pixel (a suptitle at matplotlib's default place,
+  0.98 of the height, runs into the panel titles of a tall grid with fixed margins);
 - **at most 12 panels a figure** (:data:`rmtbase.report.figures.MAX_PANELS`), a panel being an
   Axes that is not a colour bar (``effect_entry_law.png`` had 18);
 - **legible**: no visible text below 7 points (:data:`rmtbase.report.figures.MIN_FONT`) at the
@@ -57,6 +60,7 @@ def legibility(fig) -> tuple[int, list[str]]:
     for t in [fig._suptitle, *fig.texts]:
         if t is not None and t.get_visible() and t.get_text() and outside(t.get_window_extent(r)):
             problems.append(f"figure text {t.get_text()[:50]!r} clipped")
+    problems += _overlaps(fig, r)
     for t in fig.findobj(Text):
         if t.get_visible() and t.get_text().strip() and t.get_fontsize() < figures.MIN_FONT:
             problems.append(f"text {t.get_text()[:30]!r} at {t.get_fontsize():.2f} pt")
@@ -68,6 +72,27 @@ def legibility(fig) -> tuple[int, list[str]]:
                                 f"[{v.min():.3g}, {v.max():.3g}], scale "
                                 f"[{im.norm.vmin:.3g}, {im.norm.vmax:.3g}]")
     return len(panels), problems
+
+
+def _overlaps(fig, r) -> list[str]:
+    """Pairs of drawn boxes that overlap by more than a pixel each way: the panels' (each
+    with its title, tick labels and axis labels; a colour bar's box joins its panel's) and
+    each figure text's (the suptitle) against every Axes'."""
+    def hit(a, b) -> bool:
+        return min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1
+
+    drawn = [a for a in fig.axes if a.get_visible() and a.axison]
+    panels = [(a.get_title()[:30], a.get_tightbbox(r)) for a in drawn
+              if not hasattr(a, "_colorbar")]
+    out = [f"panels {na!r} and {nb!r} overlap" for i, (na, a) in enumerate(panels)
+           for nb, b in panels[i + 1:] if hit(a, b)]
+    texts = {id(t): t for t in [fig._suptitle, *fig.texts]
+             if t is not None and t.get_visible() and t.get_text()}
+    for t in texts.values():
+        box = t.get_window_extent(r)
+        out += [f"text {t.get_text()[:30]!r} overlaps axes {a.get_title()[:30]!r}"
+                for a in drawn if hit(box, a.get_tightbbox(r))]
+    return out
 
 
 class Collect:
