@@ -261,6 +261,20 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     return fig
 
 
+def effect_figure(ds: xr.Dataset, stat: str):
+    """One statistic's :func:`plot_effect_heatmap` with its colour bar, the model named above,
+    in fixed margins (inches; a constrained layout doubles the figure's CPU)."""
+    from matplotlib.figure import Figure
+
+    w = float(np.clip(0.3 * ds.sizes["head"] + 2.5, 4, 12))
+    h = float(np.clip(0.22 * ds.sizes["layer"] + 1.8, 3, 9))
+    fig = Figure(figsize=(w, h))
+    fig.subplots_adjust(left=0.6 / w, right=1 - 0.75 / w, bottom=0.5 / h, top=1 - 0.6 / h)
+    plot_effect_heatmap(ds, stat, fig.subplots())
+    fig.suptitle(title_label(ds), fontsize=9, y=1 - 0.06 / h, va="top")
+    return fig
+
+
 def effect_overviews(ds: xr.Dataset, stats: list[str], title: str) -> list:
     """:func:`effect_overview` split evenly, in order, into as few figures as keep ≤
     :data:`MAX_PANELS` panels each."""

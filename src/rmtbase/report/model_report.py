@@ -65,11 +65,7 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
                                                         "(effect)")):  # <= 12 panels each
             save(fig, fdir / (f"{name}.png" if k == 0 else f"{name}_{k + 1}.png"))
     for stat in [s for s in HEADLINE_STATS if s in stats]:
-        f = Figure(figsize=(float(np.clip(0.3 * ds.sizes["head"] + 2.5, 4, 12)),
-                            float(np.clip(0.22 * ds.sizes["layer"] + 1.8, 3, 9))),
-                   layout="constrained")
-        fig_mod.plot_effect_heatmap(ds, stat, f.subplots())
-        save(f, fdir / f"effect_{stat}.png")
+        save(fig_mod.effect_figure(ds, stat), fdir / f"effect_{stat}.png")
     if "qk_spectrum" in ds:
         chosen = _spectrum_heads(ds, n_spectra)
         for (li, hi), why in dict((h, w) for h, w in chosen).items():
