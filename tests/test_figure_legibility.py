@@ -52,15 +52,15 @@ def legibility(fig) -> tuple[int, list[str]]:
 
     colorbars = [a for a in fig.axes if hasattr(a, "_colorbar")]
     panels = [a for a in fig.axes if a not in colorbars and a.get_visible() and a.axison]
-    for a in fig.axes:
-        tb = a.get_tightbbox(r) if a.get_visible() else None
+    tight = {a: a.get_tightbbox(r) for a in fig.axes if a.get_visible()}  # measured once
+    for a, tb in tight.items():
         if tb is not None and outside(tb):
             problems.append(f"axes {a.get_title()[:50]!r} drawn outside the figure: "
                             f"{np.round(tb.bounds)} in {np.round(box.bounds)}")
     for t in [fig._suptitle, *fig.texts]:
         if t is not None and t.get_visible() and t.get_text() and outside(t.get_window_extent(r)):
             problems.append(f"figure text {t.get_text()[:50]!r} clipped")
-    problems += _overlaps(fig, r)
+    problems += _overlaps(fig, r, tight)
     for t in fig.findobj(Text):
         if t.get_visible() and t.get_text().strip() and t.get_fontsize() < figures.MIN_FONT:
             problems.append(f"text {t.get_text()[:30]!r} at {t.get_fontsize():.2f} pt")
@@ -74,24 +74,24 @@ def legibility(fig) -> tuple[int, list[str]]:
     return len(panels), problems
 
 
-def _overlaps(fig, r) -> list[str]:
-    """Pairs of drawn boxes that overlap by more than a pixel each way: the panels' (each
-    with its title, tick labels and axis labels; a colour bar's box joins its panel's) and
-    each figure text's (the suptitle) against every Axes'."""
+def _overlaps(fig, r, tight: dict) -> list[str]:
+    """Pairs of drawn boxes that overlap by more than a pixel each way: two panels' (each with
+    its title, tick labels and axis labels; colour bars are not paired with panels, whose
+    titles may run above them), and a figure text's (the suptitle) with any drawn Axes'.
+    ``tight``: the visible Axes' tight boxes, measured by the caller."""
     def hit(a, b) -> bool:
         return min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1
 
-    drawn = [a for a in fig.axes if a.get_visible() and a.axison]
-    panels = [(a.get_title()[:30], a.get_tightbbox(r)) for a in drawn
-              if not hasattr(a, "_colorbar")]
+    drawn = [(a, tb) for a, tb in tight.items() if a.axison and tb is not None]
+    panels = [(a.get_title()[:30], tb) for a, tb in drawn if not hasattr(a, "_colorbar")]
     out = [f"panels {na!r} and {nb!r} overlap" for i, (na, a) in enumerate(panels)
            for nb, b in panels[i + 1:] if hit(a, b)]
-    texts = {id(t): t for t in [fig._suptitle, *fig.texts]
+    texts = {id(t): t for t in [fig._suptitle, *fig.texts]  # the suptitle is in both
              if t is not None and t.get_visible() and t.get_text()}
     for t in texts.values():
         box = t.get_window_extent(r)
         out += [f"text {t.get_text()[:30]!r} overlaps axes {a.get_title()[:30]!r}"
-                for a in drawn if hit(box, a.get_tightbbox(r))]
+                for a, tb in drawn if hit(box, tb)]
     return out
 
 
