@@ -16,6 +16,7 @@ from ..errors import InputError
 from ._labels import (
     figure_axes,
     fit_title,
+    fixed_figure,
     layer_head_ticks,
     readable_log_ticks,
     title_label,
@@ -226,7 +227,6 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     """One Figure with an effect heatmap per statistic (≤ :data:`MAX_PANELS`) and one shared
     colour bar; panels sized to stay legible, layer and head labelled on the outer panels (the
     lowest of each column, the first of each row)."""
-    from matplotlib.figure import Figure
 
     n = len(stats)
     if not 0 < n <= MAX_PANELS:
@@ -236,9 +236,8 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     pw = float(np.clip(0.11 * ds.sizes["head"] + 1.2, 2.4, 4.2))
     ph = float(np.clip(0.09 * ds.sizes["layer"] + 1.2, 2.0, 4.0))
     w, h = ncol * pw + 1.0, nrow * ph + 0.8
-    fig = Figure(figsize=(w, h))  # fixed margins, inches (a constrained layout: 1.4x the CPU)
-    fig.subplots_adjust(left=0.55 / w, right=1 - 1.05 / w, bottom=0.5 / h, top=1 - 0.55 / h,
-                        wspace=0.1 * ncol / (w - 1.6), hspace=0.35 * nrow / (h - 1.05))
+    fig = fixed_figure(w, h, left=0.55, right=1.05, bottom=0.5, top=0.55,
+                       wspace=0.1 * ncol / (w - 1.6), hspace=0.35 * nrow / (h - 1.05))
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
     lim = effect_limit(ds["effect"].sel(stat=list(stats)).values)
     for i, (ax, stat) in enumerate(zip(axes, stats, strict=False)):
@@ -262,14 +261,10 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
 
 
 def effect_figure(ds: xr.Dataset, stat: str):
-    """One statistic's :func:`plot_effect_heatmap` with its colour bar, the model named above,
-    in fixed margins (inches; a constrained layout doubles the figure's CPU)."""
-    from matplotlib.figure import Figure
-
+    """One statistic's :func:`plot_effect_heatmap` with its colour bar, the model named above."""
     w = float(np.clip(0.3 * ds.sizes["head"] + 2.5, 4, 12))
     h = float(np.clip(0.22 * ds.sizes["layer"] + 1.8, 3, 9))
-    fig = Figure(figsize=(w, h))
-    fig.subplots_adjust(left=0.6 / w, right=1 - 0.75 / w, bottom=0.5 / h, top=1 - 0.6 / h)
+    fig = fixed_figure(w, h, left=0.6, right=0.75, bottom=0.5, top=0.6)
     plot_effect_heatmap(ds, stat, fig.subplots())
     fig.suptitle(title_label(ds), fontsize=9, y=1 - 0.06 / h, va="top")
     return fig

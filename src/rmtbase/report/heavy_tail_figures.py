@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ._labels import figure_axes
+from ._labels import figure_axes, fixed_figure
 
 #: The folklore band's colour and the null band's.
 _BAND, _NULL = "tab:green", "0.75"
@@ -55,14 +55,11 @@ def plot_alpha_by_layer(ht: xr.Dataset, component: str, ax=None):
 
 
 def figure(cols: int, rows: int, size=(3.6, 2.9)):
-    """A Figure of ``rows`` × ``cols`` panels with fixed margins (a constrained layout costs
-    more CPU than drawing these figures) and its Axes, flat."""
-    from matplotlib.figure import Figure
-
+    """A Figure of ``rows`` × ``cols`` panels with fixed margins (:func:`._labels.fixed_figure`)
+    and its Axes, flat."""
     w, h = size[0] * cols, size[1] * rows + 0.5
-    fig = Figure(figsize=(w, h))
-    fig.subplots_adjust(left=0.75 / w, right=1 - 0.2 / w, bottom=0.55 / h, top=1 - 0.6 / h,
-                        wspace=0.3, hspace=0.45)
+    fig = fixed_figure(w, h, left=0.75, right=0.2, bottom=0.55, top=0.6, wspace=0.3,
+                       hspace=0.45)
     return fig, np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
 
 
