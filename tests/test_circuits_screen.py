@@ -270,3 +270,27 @@ def test_every_source_whose_estimate_nears_the_rule_is_patched_exactly():
     assert [s for _, s in got] == sorted(s for _, s in got)  # weight order
     assert set(exact_sources(ranked, attr, 1, False)) == {(0, 0), (0, 3)}  # no floor given
     assert len(exact_sources(ranked, attr, 1, True, floor)) == 6
+
+
+def test_one_estimator_in_d_space_factored_and_by_position():
+    """attribution.dots, where both searches' screens end: ⟨g_r, Δ_s⟩ summed over positions
+    and d equals an explicit float64 sum; the factored form (δ_s before its output weight W_s,
+    one gradient for every prompt) equals the d-space form of Δ_s = δ_s W_s; by position it
+    sums to the whole."""
+    from rmtbase.circuits.core.attribution import dots
+
+    gen = torch.Generator().manual_seed(3)
+    n, r, s, t, d, dh = 3, 4, 5, 6, 8, 2
+    g = torch.randn((n, r, t, d), generator=gen, dtype=torch.float64)
+    small = torch.randn((n, s, t, dh), generator=gen, dtype=torch.float64)
+    w = torch.randn((s, dh, d), generator=gen, dtype=torch.float64)
+    delta = torch.stack([small[:, i] @ w[i] for i in range(s)], 1)  # (n, s, t, d)
+    want = np.array([[[float((g[a, b] * delta[a, c]).sum()) for c in range(s)]
+                      for b in range(r)] for a in range(n)])
+    np.testing.assert_allclose(dots(g, delta).numpy(), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dots(g, small, weight=w).numpy(), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dots(g, delta, by_position=True).sum(-1).numpy(), want,
+                               rtol=1e-12, atol=1e-12)
+    shared = dots(g[:1], small, weight=w).numpy()  # one gradient, every prompt's change
+    np.testing.assert_allclose(shared, dots(g[:1].expand(n, -1, -1, -1), delta).numpy(),
+                               rtol=1e-12, atol=1e-12)

@@ -2,21 +2,18 @@
 
 Edge ``s → r`` carrying the counterfactual changes ``r``'s input by ``c_s − o_s``
 (:mod:`.forward`); to first order the metric loses ``Δ_s · ∂m/∂x_r`` with ``Δ_s = o_s − c_s``,
-summed over positions and the model dimension (EAP: Syed, Rager & Conmy 2023,
-arXiv:2310.10348, whose score is its negative), or over the model dimension alone for the edge
-at one position (:mod:`.exact`); positive where the edge carries the metric, as the exact
-effect. The
-gradient is taken at the clean run (``steps = 0``) or averaged over ``steps`` runs whose
-embeddings lie at ``c + α (e − c)``, ``α = j/steps``, ``j = 1 … steps`` (EAP-IG's input
-integral as its code takes it, Hanna et al. 2024, arXiv:2403.17806; the last run is the clean
-one, whose outputs serve as ``o``); the ``kl`` metric has zero gradient at the clean run, so it
-uses ``steps = 5`` by default.
+summed over positions and the model dimension (EAP: Syed, Rager & Conmy 2023, arXiv:2310.10348,
+whose score is its negative), or over the model dimension alone for the edge at one position
+(:mod:`.exact`); positive where the edge carries the metric, as the exact effect. The gradient
+is taken at the clean run (``steps = 0``) or averaged over ``steps`` runs whose embeddings lie
+at ``c + α (e − c)``, ``α = j/steps``, ``j = 1 … steps`` (EAP-IG's input integral as its code
+takes it, Hanna et al. 2024, arXiv:2403.17806; the last run is the clean one, whose outputs
+serve as ``o``); ``kl``, with zero gradient at the clean run, takes ``steps = 5`` by default.
 
 Memory: one batch's ``∂m/∂x_r`` per stage (``R · n · T · d``) and its senders' ``Δ`` (``S · n
 · T · d``); per edge only running sums over prompts are kept: no ``(E, N)`` or ``(E, N, T,
-d)`` tensor is formed. The score per prompt of a stage is one batched matrix product
-``(n, R, T·d) @ (n, T·d, S)`` in the model's dtype (float32 for a loaded model), summed over
-prompts in float64. The batch's counterfactual outputs come from
+d)`` tensor is formed. A stage's scores per prompt are one batched product (:func:`dots`) in
+the model's dtype, summed over prompts in float64. The batch's counterfactual outputs come from
 :meth:`.runner.Runner.prepared` (kept for the passes that follow); the clean outputs are the
 gradient run's own when it is at the clean run. The model's weights take no gradient (their
 ``requires_grad`` is off during the passes and restored after)."""
@@ -70,6 +67,25 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     return mean, se
 
 
+def dots(grad, delta, *, by_position: bool = False, weight=None):
+    """Per prompt ``⟨g_r, Δ_s⟩`` ``(n, R, S)`` over positions and ``d`` (module docstring) of
+    gradients ``grad`` ``(n, R, T, d)`` and changes ``delta`` ``(n, S, T, d)``; ``by_position``:
+    ``(n, R, S, T)``. ``weight`` ``(S, d_h, d)``: ``delta`` ``(n, S, T, d_h)`` is ``δ_s``, ``Δ_s
+    = δ_s W_s``, summed as ``⟨g W_sᵀ, δ_s⟩`` (``grad``'s ``n`` may be 1). Both searches' screens
+    end here; :meth:`.fold.Fold.first_order` is the fast path."""
+    import torch
+
+    if weight is not None:
+        s, dh, d = weight.shape
+        proj = (grad @ weight.reshape(s * dh, d).T).reshape(*grad.shape[:3], s, dh)
+        return (proj * delta.transpose(1, 2)[:, None]).sum((2, 4))
+    if by_position:
+        return torch.einsum("nrtd,nstd->nrst", grad, delta)
+    n = grad.shape[0]
+    return torch.bmm(grad.reshape(n, grad.shape[1], -1),
+                     delta.reshape(n, delta.shape[1], -1).transpose(1, 2))
+
+
 def _grad(leaf):
     """A stage's ``∂m/∂x`` of the receivers that have one, and those receivers' rows (None:
     all; :class:`.stages.Rows`); the rows are the edge set's, the same at every point."""
@@ -120,19 +136,14 @@ def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
         del clean
         for st, (gr, rows) in zip(g.stages, grads, strict=True):
             r_count = len(st.receivers)
-            gr = _expanded(gr, rows, r_count)
-            if sums.ndim == 3:  # (n, R, S, T): the sum over d alone
-                t_len = sums.shape[2]
-                per = torch.einsum("rntd,nstd->nrst", gr.reshape(r_count, n, t_len, -1),
-                                   delta[:, :st.n_senders].reshape(n, st.n_senders, t_len, -1))
-                per = per.double().reshape(n, -1, t_len).numpy() / len(alphas)
-            else:
-                gr = gr.reshape(r_count, n, -1).transpose(0, 1)  # (n, R, T·d)
-                per = torch.bmm(gr, delta[:, :st.n_senders].transpose(1, 2))  # (n, R, S)
-                per = per.double().reshape(n, -1).numpy() / len(alphas)
+            gr = _expanded(gr, rows, r_count).transpose(0, 1)  # (n, R, T, d)
+            t_len = sums.shape[2] if sums.ndim == 3 else None  # (n, R, S, T): over d alone
+            per = dots(gr, delta[:, :st.n_senders].reshape(n, st.n_senders, *gr.shape[2:]),
+                       by_position=t_len is not None)
+            per = per.double().reshape(n, -1, *per.shape[3:]).numpy() / len(alphas)
             sl = slice(st.offset, st.offset + st.size)
             sums[0, sl] += per.sum(0)
             sums[1, sl] += (per ** 2).sum(0)
 
 
-__all__ = ["attribute", "default_steps"]
+__all__ = ["attribute", "default_steps", "dots"]

@@ -142,24 +142,26 @@ def first_order_how(pt):
 
 
 def sequence_dots(pt, gs, n_layers: int, how, dtype=None) -> np.ndarray:
-    """``(P, N, n_layers, H)``: per sequence ``⟨g, Δ_S⟩ = Σ Δ(r z_S)·(W_O[S] g)`` (``r``: post-norm
-    scale; ``Δ``: of ``how``) for ``gs`` ``(P, N or 1, T, d)``, in ``dtype`` (None: float32)."""
+    """``(P, N, n_layers, H)``: per sequence ``⟨g, Δ(r z_S) W_O[S]⟩`` (:func:`.attribution.dots`;
+    ``r``: post-norm scale; ``Δ``: of ``how``) for ``gs`` ``(P, N or 1, T, d)``, in ``dtype``."""
     import torch
 
+    from .attribution import dots
+
     hm, cap = pt.hm, pt.cap
-    h, dh = hm.n_heads, hm.head_dim
+    h = hm.n_heads
     dtype = torch.float32 if dtype is None else dtype
-    gs = gs.to(dtype)
-    out = np.zeros((gs.shape[0], cap.z[0].shape[0], n_layers, h))
+    gs = gs.to(dtype).transpose(0, 1)  # (N or 1, P, T, d)
+    out = np.zeros((gs.shape[1], cap.z[0].shape[0], n_layers, h))
     with torch.no_grad():
         for m in range(n_layers):
-            w = torch.cat([hm.source_weight(m, s).to(dtype) for s in range(h)])  # (H dh, d)
+            w = torch.stack([hm.source_weight(m, s).to(dtype) for s in range(h)])  # (H, dh, d)
             scale = pt.scale(m)
             u = cap.z[m].to(dtype)
             u = u if scale is None else u * scale.to(dtype)[..., None]  # (N, T, H, dh)
             u = u if how is None else how[0].delta(u, how[1])
-            proj = (gs @ w.T).reshape(*gs.shape[:3], h, dh)             # (P, N|1, T, H, dh)
-            out[:, :, m] = (proj * u[None]).sum((2, 4)).double().numpy()  # (P, N, H)
+            per = dots(gs, u.transpose(1, 2), weight=w)  # (N, P, H)
+            out[:, :, m] = per.double().numpy().transpose(1, 0, 2)
     return out
 
 
