@@ -8,7 +8,11 @@ one warning naming it (:func:`cached_tables`)."""
 
 from __future__ import annotations
 
+import sys
 import warnings
+from typing import NamedTuple
+
+import numpy as np
 
 from ..errors import TableError
 
@@ -87,4 +91,36 @@ def write_grown(ds, directory, target, have_path, kind: str) -> None:
                       RuntimeWarning, stacklevel=3)
 
 
-__all__ = ["cached_tables", "read_prefix", "write_grown"]
+class Cell(NamedTuple):
+    """One cached null's cell, as :func:`grown_table` reads and grows it."""
+
+    noun: str  # as messages name it
+    label: str  # its shape and storage
+    name_of: object  # draws -> file name
+    verify: object  # (ds, path) -> None, or TableError for a table of another cell
+    draw: object  # (start, count) -> {variable: (count, …)}
+    dataset: object  # {variable: array} -> Dataset
+
+
+def grown_table(cell: Cell, draws: int, progress: bool = False):
+    """``cell``'s table of ``draws`` draws from the user cache, else its trusted prefix grown."""
+    from ..files.user_cache import cache_dir
+
+    directory = cache_dir()
+    found = cached_tables(directory, cell.name_of, cell.noun)
+    exact, have, have_path = read_prefix(found, draws, cell.verify, cell.noun)
+    if exact is not None:
+        return exact
+    start = 0 if have is None else have.sizes["draw"]
+    if progress:
+        print(f"rmtbase: drawing the {cell.noun} {cell.label}, draws {start}...{draws - 1} "
+              f"(cached in {directory} for next time)", file=sys.stderr, flush=True)
+    new = cell.draw(start, draws - start)
+    if have is not None:
+        new = {v: np.concatenate([have[v].values, new[v]]) for v in new if v in have}
+    ds = cell.dataset(new)
+    write_grown(ds, directory, directory / cell.name_of(draws), have_path, cell.noun)
+    return ds
+
+
+__all__ = ["Cell", "cached_tables", "grown_table", "read_prefix", "write_grown"]

@@ -19,7 +19,6 @@ shorter table (draw i is the same in a longer one), or draws."""
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from functools import lru_cache
 
 import jax
@@ -162,11 +161,9 @@ def _verify(ds, m, n, storage, seed, path) -> None:
 
 def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
                           draws: int = DEFAULT_DRAWS, seed: int = 0, progress: bool = False):
-    """σ = 1 null table (``xr.Dataset``: ``lambda`` (draw, eig), ``rand_distance`` (draw)) of
-    exactly ``draws`` draws for an (m, n) matrix stored as ``storage``, at
-    :func:`.matrix_null.null_shape`; cached in the user cache."""
-    from ..files.user_cache import cache_dir
-    from .draw_cache import cached_tables, read_prefix, write_grown
+    """σ = 1 null table (``lambda`` (draw, eig), ``rand_distance`` (draw)) of ``draws`` draws of
+    an (m, n) matrix stored as ``storage``, at :func:`.matrix_null.null_shape`; cached."""
+    from .draw_cache import Cell, grown_table
     from .matrix_null import null_shape
 
     record = storage_record(storage)
@@ -175,25 +172,13 @@ def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
     if draws < 2:
         raise InputError(f"draws must be at least 2, got {draws}")
     m, n = null_shape(m, n, record)
-    directory = cache_dir()
-    found = cached_tables(directory, lambda k: table_filename(m, n, k, seed, record),
-                          "heavy-tail null")
-    exact, have, have_path = read_prefix(
-        found, draws, lambda ds, path: _verify(ds, m, n, storage, seed, path), "heavy-tail null")
-    if exact is not None:
-        return exact
-    start = 0 if have is None else have.sizes["draw"]
-    if progress:
-        print(f"rmtbase: drawing the heavy-tail null ({m}, {n}) {storage}, draws {start}..."
-              f"{draws - 1} (cached in {directory})", file=sys.stderr, flush=True)
-    new = heavy_tail_null_draws(m, n, draws - start, storage=storage, seed=seed, start=start,
-                                progress=progress)
-    if have is not None:
-        new = {v: np.concatenate([have[v].values, new[v]]) for v in new if v in have}
-    ds = _dataset(m, n, storage, seed, new)
-    write_grown(ds, directory, directory / table_filename(m, n, draws, seed, record), have_path,
-                "heavy-tail null")
-    return ds
+    cell = Cell("heavy-tail null", f"({m}, {n}) {storage}",
+                lambda k: table_filename(m, n, k, seed, record),
+                lambda ds, path: _verify(ds, m, n, storage, seed, path),
+                lambda start, count: heavy_tail_null_draws(m, n, count, storage=storage, seed=seed,
+                                                           start=start, progress=progress),
+                lambda got: _dataset(m, n, storage, seed, got))
+    return grown_table(cell, draws, progress)
 
 
 __all__ = ["DEFAULT_DRAWS", "PERMUTATION_TAG", "TABLE_KIND", "heavy_tail_null_draws",

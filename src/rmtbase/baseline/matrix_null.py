@@ -10,7 +10,6 @@ extends, or draws."""
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from functools import lru_cache
 
 import jax
@@ -204,8 +203,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
                       seed: int = 0, progress: bool = False, threads: int = 1):
     """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
     matrix stored as ``storage``, at :func:`null_shape`."""
-    from ..files.user_cache import cache_dir
-    from .draw_cache import cached_tables, read_prefix, write_grown
+    from .draw_cache import Cell, grown_table
 
     record = storage_record(storage)  # the name looked up once, here
     storage = record.name  # as the files and messages spell it
@@ -214,23 +212,11 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
         raise InputError(f"draws must be at least 2, got {draws}")
     m, n = null_shape(m, n, record)
     check_matrix_null_size(draws)
-    directory = cache_dir()
-    found = cached_tables(directory, lambda k: table_filename(m, n, k, seed, record),
-                          "matrix null")
-    exact, have, have_path = read_prefix(
-        found, draws, lambda ds, path: verify_matrix_table(ds, m, n, storage, seed, path),
-        "matrix null")
-    if exact is not None:
-        return exact
-    start = 0 if have is None else have.sizes["draw"]
-    if progress:
-        print(f"rmtbase: generating the matrix null ({m}, {n}) {storage}, draws {start}..."
-              f"{draws - 1} (cached in {directory} for next time)", file=sys.stderr, flush=True)
-    new = matrix_null_draws(m, n, draws - start, storage=storage, seed=seed, start=start,
-                            progress=progress, threads=threads)
-    if have is not None:
-        new = {v: np.concatenate([have[v].values, new[v]]) for v in VARIABLES}
-    ds = _dataset(m, n, storage, seed, new)
-    write_grown(ds, directory, directory / table_filename(m, n, draws, seed, record), have_path,
-                "matrix null")
-    return ds
+    cell = Cell("matrix null", f"({m}, {n}) {storage}",
+                lambda k: table_filename(m, n, k, seed, record),
+                lambda ds, path: verify_matrix_table(ds, m, n, storage, seed, path),
+                lambda start, count: matrix_null_draws(m, n, count, storage=storage, seed=seed,
+                                                       start=start, progress=progress,
+                                                       threads=threads),
+                lambda got: _dataset(m, n, storage, seed, got))
+    return grown_table(cell, draws, progress)
