@@ -180,7 +180,7 @@ def train(name: str, seed: int) -> dict:
 
 
 def cache_root() -> Path:
-    """``$RMTBASE_CACHE/circuit_zoo`` or ``~/.cache/rmtbase/circuit_zoo``."""
+    """``circuit_zoo`` in the user cache."""
     return shared_cache_root("circuit_zoo")
 
 

@@ -80,9 +80,10 @@ def train(r: Recipe, seed: int) -> dict:
 
 
 def cache_root(name: str = "mlp_induction") -> Path:
-    """``$RMTBASE_CACHE/<name>`` or ``~/.cache/rmtbase/<name>``: the trained models' folder."""
-    base = os.environ.get("RMTBASE_CACHE") or Path.home() / ".cache" / "rmtbase"
-    return Path(base) / name
+    """``<name>`` in the user cache (:func:`..files.user_cache.cache_dir`): trained models."""
+    from ..files.user_cache import cache_dir
+
+    return cache_dir() / name
 
 
 def cached_training(root: Path, name: str, seed: int, known, what: str, build) -> Path:
