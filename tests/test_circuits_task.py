@@ -412,6 +412,17 @@ def test_attribution_does_not_depend_on_the_batch_size():
         assert np.allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
+def test_the_running_se_is_the_two_pass_se():
+    """se.mean_se_of_sums (attribution's: sums kept, no value) equals mean and sd/√n (ddof 1)
+    computed from the values themselves."""
+    from rmtbase.circuits.core.se import mean_se_of_sums
+
+    x = np.random.default_rng(4).normal(0.3, 2.0, size=(7, 40))
+    mean, se = mean_se_of_sums(x.sum(1), (x ** 2).sum(1), 40)
+    np.testing.assert_allclose(mean, x.mean(1), rtol=1e-12)
+    np.testing.assert_allclose(se, x.std(1, ddof=1) / np.sqrt(40), rtol=1e-10)
+
+
 def test_kept_batches_give_the_numbers_of_recomputed_ones():
     net, task = _gpt2(seed=8), _task(n=5, seed=8)
     tm = TaskModel(net)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...errors import InputError
 from .runner import Runner
+from .se import mean_se_of_sums
 
 
 def default_steps(metric: str) -> int:
@@ -59,9 +60,7 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     finally:
         for p in params:
             p.requires_grad_(True)
-    n, (total, total2) = runner.task.n, sums
-    mean = total / n
-    se = np.sqrt(np.maximum(total2 - n * mean ** 2, 0.0) / (n - 1) / n)
+    mean, se = mean_se_of_sums(*sums, runner.task.n)
     if within is not None:  # an edge outside the set is not scored
         mean[~within], se[~within] = np.nan, np.nan
     return mean, se

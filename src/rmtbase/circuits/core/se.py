@@ -14,6 +14,12 @@ def mean_se(x, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(axis), x.std(axis, ddof=1) / np.sqrt(n)
 
 
+def mean_se_of_sums(total, total2, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`mean_se` of ``n`` values from their sum and sum of squares (none of them kept)."""
+    mean = total / n
+    return mean, np.sqrt(np.maximum(total2 - n * mean ** 2, 0.0) / (n - 1) / n)
+
+
 def finite_mean_se(x, least: int = 1) -> tuple[float, float]:
     """Mean and se of the finite values of ``x``: ``(nan, nan)`` with fewer than ``least`` of
     them, the se nan with one."""
@@ -26,4 +32,4 @@ def finite_mean_se(x, least: int = 1) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size))
 
 
-__all__ = ["finite_mean_se", "mean_se"]
+__all__ = ["finite_mean_se", "mean_se", "mean_se_of_sums"]
