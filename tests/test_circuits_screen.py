@@ -214,9 +214,12 @@ def test_without_mlps_nothing_travels_through_them_in_any_family(kind):
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "gemma2", "stablelm", "phi", "cohere"])
 def test_the_folds_first_order_equals_the_gradient_through_the_residual(kind):
     """fold_dots (∂f/∂u then the fold's terms linear in a source) equals source_dots (the
-    gradient with respect to the residual, one GEMM a layer) for q, k and v to 1e-6 of the
+    gradient with respect to the residual, one GEMM a layer) for q, k and v to 4e-6 of the
     largest estimate, in families with LayerNorm, RMSNorm, Gemma's 1 + w, a post-norm scale,
-    per-head QK-norms and partial rotary."""
+    per-head QK-norms and partial rotary. Both are float32: against the same dots in float64
+    the fold is off by up to 9e-7 of the largest here (cohere's k), the general route by up
+    to 3e-7; the bound leaves room for other CPUs' kernels. Leaving out the fold's norm
+    term errs by 5e-5 (cohere) to 0.3 (gpt2) of the largest."""
     from test_circuits_families import _ids, _net
 
     from rmtbase.circuits.core import screen as S
@@ -235,7 +238,7 @@ def test_the_folds_first_order_equals_the_gradient_through_the_residual(kind):
         fs, combine = S.metrics(pt, 2, 1, which, st)
         b = S.source_dots(pt, S.gradients(pt, 2, fs), 2, combine)
         assert np.abs(b).max() > 0
-        assert np.abs(a - b).max() <= 1e-6 * np.abs(b).max() + 1e-12, (which, a, b)
+        assert np.abs(a - b).max() <= 4e-6 * np.abs(b).max() + 1e-12, (which, a, b)
 
 
 def test_the_v_screen_through_the_fold_is_the_first_order_output_change(setup):
