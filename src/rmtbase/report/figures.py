@@ -227,7 +227,6 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     """One Figure with an effect heatmap per statistic (≤ :data:`MAX_PANELS`) and one shared
     colour bar; panels sized to stay legible, layer and head labelled on the outer panels (the
     lowest of each column, the first of each row)."""
-
     n = len(stats)
     if not 0 < n <= MAX_PANELS:
         raise InputError(f"effect_overview draws 1 to {MAX_PANELS} statistics, got {n}")

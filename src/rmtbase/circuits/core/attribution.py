@@ -136,9 +136,8 @@ def _batch(runner, lo, hi, alphas, sums, within=None, bar=None) -> None:
         for st, (gr, rows) in zip(g.stages, grads, strict=True):
             r_count = len(st.receivers)
             gr = _expanded(gr, rows, r_count).transpose(0, 1)  # (n, R, T, d)
-            t_len = sums.shape[2] if sums.ndim == 3 else None  # (n, R, S, T): over d alone
             per = dots(gr, delta[:, :st.n_senders].reshape(n, st.n_senders, *gr.shape[2:]),
-                       by_position=t_len is not None)
+                       by_position=sums.ndim == 3)  # sums (2, E, T): per position
             per = per.double().reshape(n, -1, *per.shape[3:]).numpy() / len(alphas)
             sl = slice(st.offset, st.offset + st.size)
             sums[0, sl] += per.sum(0)
