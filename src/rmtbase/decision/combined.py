@@ -26,8 +26,18 @@ from .tails import TailModel
 FAMILIES = ("statistics", "axes")
 
 
-def axes_p(values: np.ndarray, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(p_A, method) of heads' axis ``values`` (..., A) against one profile null's ``draws`` (N, A).
+def axis_null(draws: np.ndarray) -> tuple[list, np.ndarray]:
+    """(a :class:`~.tails.TailModel` per axis of ``draws`` (N, A), the Cauchy statistic of each
+    draw with every axis finite, its p left-one-out): :func:`axes_p`'s calibration."""
+    models = [TailModel(draws[:, a]) for a in range(draws.shape[1])]
+    ok = np.isfinite(draws).all(axis=1)
+    p_null = np.stack([m.evaluate(draws[ok, a], loo=True)["p"]
+                       for a, m in enumerate(models)], -1)
+    return models, cauchy_statistic(p_null)
+
+
+def axes_p(values: np.ndarray, draws: np.ndarray, null=None) -> tuple[np.ndarray, np.ndarray]:
+    """(p_A, method) of heads' axis ``values`` (..., A) against one profile null's ``draws`` (N, A)
 
     NaN where no axis value is finite; draws with a non-finite axis are left out."""
     values = np.asarray(values, dtype=np.float64)
@@ -35,12 +45,9 @@ def axes_p(values: np.ndarray, draws: np.ndarray) -> tuple[np.ndarray, np.ndarra
     if draws.ndim != 2 or values.shape[-1] != draws.shape[1]:
         raise ValueError(f"axes_p: values (..., {draws.shape[-1]}) and draws (N, A) disagree: "
                          f"{values.shape}, {draws.shape}")
-    models = [TailModel(draws[:, a]) for a in range(draws.shape[1])]
+    models, t_null = axis_null(draws) if null is None else null
     p_heads = np.stack([m.evaluate(values[..., a])["p"] for a, m in enumerate(models)], -1)
-    ok = np.isfinite(draws).all(axis=1)
-    p_null = np.stack([m.evaluate(draws[ok, a], loo=True)["p"]
-                       for a, m in enumerate(models)], -1)
-    p, method = calibrated_p(cauchy_statistic(p_heads), cauchy_statistic(p_null))
+    p, method = calibrated_p(cauchy_statistic(p_heads), t_null)
     return resolution_floor(p, p_heads), method
 
 

@@ -171,9 +171,28 @@ def _stat_bh(out, names, family, shape, group_size, alpha):
     out["flag"] = np.where(np.isfinite(q), q <= alpha, False)
 
 
-def head_p(out, names, family, models, null, shape) -> dict:
+def null_cauchy(family, models, null, shape) -> dict:
+    """``{heads: t (N',)}``, per head index (per-head draws) or ``(...,)`` (joint draws): each
+    calibration draw's Cauchy statistic of its family p (left-one-out among joint draws)."""
+    per_head = next(iter(models.values()))[0].max() > 0
+    joint = {n: normalise(n, null[n], null["q.rms"], null["k.rms"]) for n in family}
+    t = {}
+    for h in np.ndindex(shape if per_head else (1,) * len(shape)):
+        cols = []
+        for n in family:
+            idx, mods, is_joint = models[n]
+            draws = joint[n][h] if joint[n].ndim > 1 else joint[n]
+            cols.append(mods[idx[h]].evaluate(draws, loo=is_joint)["p"])
+        p_null = np.stack(cols, axis=-1)
+        # a calibration draw counts only with every family statistic defined (the permutation
+        # null computes the product's element statistics for its first draws only)
+        t[h if per_head else (...,)] = cauchy_statistic(p_null[np.isfinite(p_null).all(axis=-1)])
+    return t
+
+
+def head_p(out, names, family, models, null, shape, t_null=None) -> dict:
     """Calibrated Cauchy combination per head (see :mod:`rmtbase.decision.omnibus`), before
-    the Benjamini–Hochberg step over heads."""
+    the Benjamini–Hochberg step over heads; ``t_null``: :func:`null_cauchy` of this null."""
     fam_idx = [names.index(n) for n in family]
     heads = {"head_p_value": np.full(shape, np.nan),
              "head_p_method": np.full(shape, "", dtype=object),
@@ -186,26 +205,14 @@ def head_p(out, names, family, models, null, shape) -> dict:
     p_heads = out["p_value"][..., fam_idx]
     t_heads = cauchy_statistic(p_heads)
     heads["head_effect"], heads["head_top_stat"] = head_effect(out["distance"], names, family)
-    per_head = next(iter(models.values()))[0].max() > 0
-    joint = {n: normalise(n, null[n], null["q.rms"], null["k.rms"]) for n in family}
-    for h in np.ndindex(shape if per_head else (1,) * len(shape)):
-        cols = []
-        for n in family:
-            idx, mods, is_joint = models[n]
-            m = mods[idx[h]]
-            draws = joint[n][h] if joint[n].ndim > 1 else joint[n]
-            cols.append(m.evaluate(draws, loo=is_joint)["p"])
-        p_null = np.stack(cols, axis=-1)
-        # a calibration draw counts only with every family statistic defined (the permutation
-        # null computes the product's element statistics for its first draws only)
-        t_null = cauchy_statistic(p_null[np.isfinite(p_null).all(axis=-1)])
-        sel = h if per_head else (...,)
+    t_null = null_cauchy(family, models, null, shape) if t_null is None else t_null
+    for sel, t in t_null.items():
         # with the count it reads, kept for the joint stopping rule (joint_stopping.p_bounds)
-        p, meth, heads["head_p_exceedances"][sel] = calibrated(t_heads[sel], t_null)
+        p, meth, heads["head_p_exceedances"][sel] = calibrated(t_heads[sel], t)
         heads["head_p_value"][sel] = resolution_floor(p, p_heads[sel])
         heads["head_p_method"][sel] = meth
     heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
     return heads
 
 
-__all__ = ["head_p", "score_values", "score_values_by_layer", "stat_tests"]
+__all__ = ["head_p", "null_cauchy", "score_values", "score_values_by_layer", "stat_tests"]

@@ -59,22 +59,21 @@ def axes_p_bounds(values, draws, n_final: int, level: float):
     against ``n_final`` draws of which ``draws`` (n, A) are the first: each axis p at its
     ends, the calibration count on the draws' own statistics bracketed, the resolution floor
     at the ends (module docstring)."""
-    from ...decision.combined import axes_p
+    from ...decision.combined import axes_p, axis_null
     from ...decision.omnibus import calibrated_p, cauchy_statistic, resolution_floor
-    from ...decision.tails import MIN_EXCEEDANCES, P_MIN, TailModel
+    from ...decision.tails import MIN_EXCEEDANCES, P_MIN
 
     values = np.asarray(values, dtype=np.float64)
     draws = np.asarray(draws, dtype=np.float64)
-    cur, _ = axes_p(values, draws)
+    null = axis_null(draws) if draws.ndim == 2 else None
+    cur, _ = axes_p(values, draws, null)
     if draws.shape[0] >= n_final:
         return cur, cur
-    models = [TailModel(draws[:, a]) for a in range(draws.shape[1])]
+    models, t_null = null
     ends = [tail_p_bounds(m, values[..., a], n_final, level) for a, m in enumerate(models)]
     p_lo = np.stack([e[0] for e in ends], -1)
     p_hi = np.stack([e[1] for e in ends], -1)
-    ok = np.isfinite(draws).all(axis=1)
-    t_null = np.sort(cauchy_statistic(np.stack(
-        [m.evaluate(draws[ok, a], loo=True)["p"] for a, m in enumerate(models)], -1)))
+    t_null = np.sort(t_null)
     n = t_null.size
     t_hi, t_lo = cauchy_statistic(p_lo), cauchy_statistic(p_hi)
     k_lo = n - np.searchsorted(t_null, t_hi, side="left")

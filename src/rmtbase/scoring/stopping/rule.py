@@ -96,13 +96,13 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
 def head_bounds(groups, values, spectral, *, n_looks: int, unreliable=(),
                 error: float = STOP_ERROR):
     """(p_lo, p_hi), (layer, head): each head's p (:func:`rmtbase.decision.verdict.head_p`)
-    with every refined statistic's p at the lower, then the upper, end of its
-    :func:`p_interval` (level as in :func:`unsettled`), the calibration held; None where no
-    statistic of ``spectral`` is in the family. With probability ≥ 1 − ``error`` every head's
-    p on an unlimited spectral reference lies in its bracket (module docstring)."""
+    with each refined statistic's p at the lower, then upper, end of its :func:`p_interval`
+    (level as in :func:`unsettled`), the calibration held; None where no statistic of
+    ``spectral`` is in the family. With probability ≥ 1 − ``error`` every head's p on an
+    unlimited spectral reference lies in its bracket (module docstring)."""
     from ...decision.family import NOT_TESTED, in_family
     from ...decision.scale import normalise
-    from ...decision.verdict import head_p, stat_tests
+    from ...decision.verdict import head_p, null_cauchy, stat_tests
 
     names = [n for n in values if n not in NOT_TESTED]
     family = in_family(names, unreliable=unreliable)  # the Gaussian null (its tables extend)
@@ -125,11 +125,12 @@ def head_bounds(groups, values, spectral, *, n_looks: int, unreliable=(),
             lo, hi = p_interval(normalise(n, sub[n], rq[rows], rk[rows]), r, level)
             cur = out["p_value"][..., names.index(n)]
             bounds[n] = (np.fmin(lo, cur), np.fmax(hi, cur))
+        t_null = null_cauchy(family, models, joint, rq[rows].shape)
         for side, dest in ((0, p_lo), (1, p_hi)):
             o = dict(out, p_value=out["p_value"].copy())
             for n, b in bounds.items():
                 o["p_value"][..., names.index(n)] = b[side]
-            dest[rows] = head_p(o, names, family, models, joint, rq[rows].shape)[
+            dest[rows] = head_p(o, names, family, models, joint, rq[rows].shape, t_null)[
                 "head_p_value"]
     return p_lo, p_hi
 
