@@ -21,6 +21,16 @@ def fixed_figure(w: float, h: float, *, left, right, bottom, top, **spacing):
     return fig
 
 
+def grid_spacing(w: float, h: float, margins: dict, grid, gaps) -> dict:
+    """``subplots_adjust``'s ``hspace`` and ``wspace`` that leave ``gaps`` = (between rows,
+    between columns) inches in a ``grid`` = (rows, columns) of a :func:`fixed_figure` with
+    ``margins`` (its left, right, bottom and top, in inches)."""
+    (nrow, ncol), (hgap, wgap) = grid, gaps
+    aw = (w - margins["left"] - margins["right"] - (ncol - 1) * wgap) / ncol
+    ah = (h - margins["bottom"] - margins["top"] - (nrow - 1) * hgap) / nrow
+    return {"hspace": hgap / ah, "wspace": wgap / aw}
+
+
 def figure_axes(ax):
     """The caller's ``ax``, or a new figure's Axes when it is None (every plot takes ``ax``)."""
     if ax is None:

@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 
 from ..decision.axes import AxisField
+from ._labels import fixed_figure, grid_spacing
 
 #: axis -> (transform of the effect or value, vmin, vmax, colour map, colour-bar label): each
 #: axis's ``figure`` (:mod:`rmtbase.decision.axes`; an axis without one has no panel)
@@ -71,15 +72,16 @@ def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = Tr
 def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
     """Small multiples of every profile axis of ``ds``; with ``verdict`` the verdict panel first
     (``verdict.png``)."""
-    from matplotlib.figure import Figure
-
     axes = (["verdict"] if verdict else []) + [str(a) for a in ds["axis"].values
                                                if str(a) in SCALES]
     ncol = min(4, len(axes))
     nrow = -(-len(axes) // ncol)
     w = float(np.clip(0.18 * ds.sizes["head"] + 1.8, 2.6, 5.0))
     h = float(np.clip(0.12 * ds.sizes["layer"] + 1.4, 2.0, 5.0))
-    fig = Figure(figsize=(w * ncol, h * nrow), layout="constrained")
+    margins = {"left": 0.55, "right": 0.6, "bottom": 0.45, "top": 0.6}
+    size = (w * ncol, h * nrow)
+    fig = fixed_figure(*size, **margins,
+                       **grid_spacing(*size, margins, (nrow, ncol), (0.75, 1.0)))
     grid = fig.subplots(nrow, ncol, squeeze=False)
     for k, ax in enumerate(grid.ravel()):
         if k < len(axes) and axes[k] == "verdict":
@@ -101,7 +103,8 @@ def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
         else:
             ax.set_axis_off()
     fig.suptitle((title + ": " if title else "") + "profile (fixed scales, widened where a head "
-                 "passes them; dots: flagged on that axis)", fontsize=10)
+                 "passes them; dots: flagged on that axis)", fontsize=10, y=1 - 0.08 / size[1],
+                 va="top")
     return fig
 
 
