@@ -3,6 +3,7 @@ modules import each other, directly or round a longer circle. Every import count
 ones inside functions too (they are how a circle hides)."""
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
@@ -63,8 +64,14 @@ def _exists(module: str) -> bool:
     return (SRC / rel).with_suffix(".py").is_file() or (SRC / rel / "__init__.py").is_file()
 
 
+@functools.cache
+def _parsed() -> dict[str, frozenset[str]]:
+    """Every module's imports, parsed once per test run (the tree does not change in one)."""
+    return {_module_name(p): frozenset(_imports(p)) for p in SRC.rglob("*.py")}
+
+
 def _graph() -> dict[str, set[str]]:
-    return {_module_name(p): _imports(p) for p in SRC.rglob("*.py")}
+    return {m: set(deps) for m, deps in _parsed().items()}
 
 
 def _part(module: str) -> str:
