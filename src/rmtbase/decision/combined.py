@@ -37,9 +37,9 @@ def axis_null(draws: np.ndarray) -> tuple[list, np.ndarray]:
 
 
 def axes_p(values: np.ndarray, draws: np.ndarray, null=None) -> tuple[np.ndarray, np.ndarray]:
-    """(p_A, method) of heads' axis ``values`` (..., A) against one profile null's ``draws`` (N, A)
-
-    NaN where no axis value is finite; draws with a non-finite axis are left out."""
+    """(p_A, method) of heads' axis ``values`` (..., A) against a profile null's ``draws``
+    (N, A) (``null``: their :func:`axis_null`, if at hand). NaN where no axis value is finite;
+    draws with a non-finite axis are left out."""
     values = np.asarray(values, dtype=np.float64)
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim != 2 or values.shape[-1] != draws.shape[1]:
