@@ -21,14 +21,13 @@ def fixed_figure(w: float, h: float, *, left, right, bottom, top, **spacing):
     return fig
 
 
-def grid_spacing(w: float, h: float, margins: dict, grid, gaps) -> dict:
-    """``subplots_adjust``'s ``hspace`` and ``wspace`` that leave ``gaps`` = (between rows,
-    between columns) inches in a ``grid`` = (rows, columns) of a :func:`fixed_figure` with
-    ``margins`` (its left, right, bottom and top, in inches)."""
+def fixed_grid(w: float, h: float, margins: dict, grid, gaps):
+    """A :func:`fixed_figure` with ``margins`` (left, right, bottom, top) whose ``grid`` =
+    (rows, columns) of panels leaves ``gaps`` = (between rows, between columns), in inches."""
     (nrow, ncol), (hgap, wgap) = grid, gaps
     aw = (w - margins["left"] - margins["right"] - (ncol - 1) * wgap) / ncol
     ah = (h - margins["bottom"] - margins["top"] - (nrow - 1) * hgap) / nrow
-    return {"hspace": hgap / ah, "wspace": wgap / aw}
+    return fixed_figure(w, h, **margins, hspace=hgap / ah, wspace=wgap / aw)
 
 
 def figure_axes(ax):

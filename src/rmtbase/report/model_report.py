@@ -14,7 +14,7 @@ import xarray as xr
 
 from ..files.output import OutputFolder
 from . import figures as fig_mod
-from ._labels import fixed_figure, grid_spacing
+from ._labels import fixed_grid
 from .line_width import fit_text
 from .tables import fmt_p, head_ranking, head_table, long_table, summary_text
 
@@ -75,16 +75,14 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
         chosen = _spectrum_heads(ds, n_spectra)
         for (li, hi), why in dict((h, w) for h, w in chosen).items():
             p = float(ds["head_p_value"].sel(layer=li, head=hi))
-            f = fixed_figure(11, 4, **_SPECTRUM, **grid_spacing(11, 4, _SPECTRUM, (1, 2), (0, 0.9)))
+            f = fixed_grid(11, 4, _SPECTRUM, (1, 2), (0, 0.9))
             a1, a2 = f.subplots(1, 2)
             fig_mod.plot_spectrum(ds, li, hi, a1, why=f"{why}, head p {fmt_p(p)}")
             fig_mod.plot_spectrum_density(ds, li, hi, a2)
             save(f, fdir / f"spectrum_L{li}_H{hi}.png")
     panels = [m for m in ("q", "qk") if {f"{m}.entropy", f"{m}.std"} <= set(stats)]
     if panels:
-        w = 5.5 * len(panels)
-        f = fixed_figure(w, 4.2, **_ENTROPY, **grid_spacing(w, 4.2, _ENTROPY, (1, len(panels)),
-                                                            (0, 1.25)))
+        f = fixed_grid(5.5 * len(panels), 4.2, _ENTROPY, (1, len(panels)), (0, 1.25))
         axes = np.atleast_1d(f.subplots(1, len(panels)))
         for m, a in zip(panels, axes, strict=True):
             fig_mod.plot_entropy_sigma(ds, m, a)

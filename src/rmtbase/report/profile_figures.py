@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 
 from ..decision.axes import AxisField
-from ._labels import fixed_figure, grid_spacing
+from ._labels import fixed_grid
 
 #: axis -> (transform of the effect or value, vmin, vmax, colour map, colour-bar label): each
 #: axis's ``figure`` (:mod:`rmtbase.decision.axes`; an axis without one has no panel)
@@ -79,9 +79,7 @@ def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
     w = float(np.clip(0.18 * ds.sizes["head"] + 1.8, 2.6, 5.0))
     h = float(np.clip(0.12 * ds.sizes["layer"] + 1.4, 2.0, 5.0))
     margins = {"left": 0.55, "right": 0.6, "bottom": 0.45, "top": 0.6}
-    size = (w * ncol, h * nrow)
-    fig = fixed_figure(*size, **margins,
-                       **grid_spacing(*size, margins, (nrow, ncol), (0.75, 1.0)))
+    fig = fixed_grid(w * ncol, h * nrow, margins, (nrow, ncol), (0.75, 1.0))
     grid = fig.subplots(nrow, ncol, squeeze=False)
     for k, ax in enumerate(grid.ravel()):
         if k < len(axes) and axes[k] == "verdict":
@@ -103,7 +101,7 @@ def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
         else:
             ax.set_axis_off()
     fig.suptitle((title + ": " if title else "") + "profile (fixed scales, widened where a head "
-                 "passes them; dots: flagged on that axis)", fontsize=10, y=1 - 0.08 / size[1],
+                 "passes them; dots: flagged on that axis)", fontsize=10, y=1 - 0.08 / (h * nrow),
                  va="top")
     return fig
 
