@@ -211,6 +211,5 @@ class TailModel:
         v = v[~np.isnan(v)]
         if not v.size:
             return False
-        n_le = np.searchsorted(self.x, v, side="right")
-        n_ge = self.n - np.searchsorted(self.x, v, side="left")
-        return bool(np.any(np.minimum(n_le, n_ge) < MIN_EXCEEDANCES))
+        n_lt, n_le = self._counts(v)
+        return bool(np.any(np.minimum(n_le, self.n - n_lt) < MIN_EXCEEDANCES))
