@@ -595,13 +595,16 @@ def test_pruning_on_integrated_gradients_scores_each_round_in_its_circuit():
 
 def test_pruning_halves_then_steps_down_by_an_eighth_then_a_sixteenth():
     """The rounds' sizes (live edges at each round's start), written out: halving above 2 ·
-    TAIL = 64, ⌈n/8⌉ from 64 down to 32, ⌈n/16⌉ below; plan() is their sum."""
+    TAIL = 64, ⌈n/8⌉ from 64 down to 32, ⌈n/16⌉ below; plan() is their sum and the edges of
+    each round that removes several (each added back once)."""
     from rmtbase.circuits.task.prune import TAIL, plan
 
     assert TAIL == 32
     sizes = [110, 55, 48, 42, 36, 32, 30, 28, 26, 24, 22, 20, 18, 16, *range(15, 0, -1)]
-    assert plan(110) == sum(sizes)
-    assert plan(262) == sum([262, 131, 66, 33, *sizes[5:]])  # 66 halves to 33, then 1 to 32
+    readded = 55 + 7 + 6 + 6 + 4 + 2 * 8  # 32 down to 16 two at a time, then one
+    assert plan(110) == sum(sizes) + readded
+    big = [262, 131, 66, 33, *sizes[5:]]  # 66 halves to 33, then 1 to 32
+    assert plan(262) == sum(big) + 131 + 65 + 33 + 2 * 8  # 33 to 32: one, not added back
 
 
 def test_the_plan_beyond_the_budget_names_the_estimated_rounds():
@@ -1163,7 +1166,8 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     that removed it, equals the hooked transformers model with the edges outside ``C ∖ e``
     carrying the corrupted run's outputs; each round removes the edges of least effect; the
     ranking holds every edge once, the last removed first; the first round is the exact
-    patch against the clean run (positive: the edge carries the metric)."""
+    patch against the clean run (positive: the edge carries the metric). Within a round the
+    removed edges are ranked by ``m(C' ∪ e) − m(C')`` (``C'`` the circuit it leaves)."""
     from rmtbase.circuits.task.prune import plan, prune
 
     net, task = _gpt2(seed=5), _task(n=4, seed=5)
@@ -1191,12 +1195,22 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
         gone = np.flatnonzero(res["round"] == rd)
         left = np.flatnonzero(res["round"] > rd)
         base = m(circuit).mean()
-        for e in rng.choice(gone, size=min(3, gone.size), replace=False):
+        picked = rng.choice(gone, size=min(3, gone.size), replace=False)
+        for e in picked:
             k = circuit.copy()
             k[e] = False
             want = base - m(k).mean()
             # the two forwards agree to ~1e-7 of the metric's scale (the plain-hooks tests')
             assert res["context"][e] == pytest.approx(want, abs=1e-6), (rd, e)
+        if left.size and gone.size > 1:  # the round's own order: each added back to C'
+            after = res["round"] > rd
+            added = {e: m(np.where(np.arange(g.n_edges) == e, True, after)).mean()
+                     for e in picked}
+            rank = {e: int(np.flatnonzero(res["order"] == e)[0]) for e in picked}
+            for a in picked:
+                for b in picked:
+                    if sign * (added[a] - added[b]) > 1e-6:
+                        assert rank[a] < rank[b], (rd, a, b)
         if left.size:  # what a round removes carries no more of the behaviour than it leaves
             assert sign * res["context"][gone].max() <= min(
                 sign * (base - m(np.where(np.arange(g.n_edges) == e, False, circuit)).mean())
