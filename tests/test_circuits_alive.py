@@ -52,6 +52,10 @@ def test_alive_is_the_path_search(parallel, density):
         for forward in (True, False):
             got, want = g.alive(kept, forward), _by_paths(g, kept, forward)
             np.testing.assert_array_equal(got, want)  # exact: booleans
+            carrying = g.carrying(kept, forward)  # each edge as if added: its own path search
+            for e in rng.choice(g.n_edges, 8, replace=False):
+                assert carrying[e] == _by_paths(g, np.where(np.arange(g.n_edges) == e, True,
+                                                            kept), forward)[e], (e, forward)
     assert g.alive(g.full()).all() and not g.alive(g.empty()).any()
 
 
@@ -84,8 +88,13 @@ def test_an_edge_that_is_not_alive_changes_no_metric(cf, forward):
     sets = [rng.random(g.n_edges) < p for p in (0.05, 0.1, 0.2, 0.4)]
     alive = [g.alive(k, forward) for k in sets]
     assert all((a != k).any() for a, k in zip(alive, sets, strict=True))  # each set has dead edges
-    v = r.metrics([*sets, *alive])
-    np.testing.assert_allclose(v[:4], v[4:], rtol=0, atol=1e-9)
+    idle = []  # one edge added alone where it would not carry: the pruning's skipped sets
+    for k in alive:
+        e = rng.choice(np.flatnonzero(~k & ~g.carrying(k, forward)))
+        idle.append(np.where(np.arange(g.n_edges) == e, True, k))
+    v = r.metrics([*sets, *alive, *idle])
+    np.testing.assert_allclose(v[:4], v[4:8], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(v[8:], v[4:8], rtol=0, atol=1e-9)
     if cf == "mean":  # the sender side is not exact here: the check can fail
         w = r.metrics([g.alive(k, True) for k in sets])
         assert np.abs(w - v[:4]).max() > 1e-6

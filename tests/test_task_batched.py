@@ -112,7 +112,8 @@ class _Backup:
         self.tm = SimpleNamespace(graph=SimpleNamespace(
             n_edges=n_edges, full=lambda: np.ones(n_edges, bool),
             empty=lambda: np.zeros(n_edges, bool),
-            alive=lambda kept, forward=True: np.asarray(kept, bool)))  # no paths: all alive
+            alive=lambda kept, forward=True: np.asarray(kept, bool),  # no paths: all alive
+            carrying=lambda kept, forward=True: np.ones(n_edges, bool)))
         self.task, self.counterfactual = SimpleNamespace(n=n), "corrupted"
         self.on_batch = None
         rng = np.random.default_rng(0)

@@ -153,7 +153,7 @@ class Graph:
         self.senders = tuple(senders)
         self.stages = tuple(stages)
         self.n_edges = off + stages[-1].size
-        self._index = self._receiver_nodes = None
+        self._index = self._receiver_nodes = self._ends = None
 
     @property
     def cfg(self) -> dict:
@@ -208,10 +208,19 @@ class Graph:
         """The edges of ``kept`` on a kept path to ``logits`` (and from ``input``: ``forward``,
         exact where the counterfactual is a run's output, ``corrupted`` or ``resample``); the
         others carry nothing (tests/test_circuits_alive.py)."""
+        return np.asarray(kept, dtype=bool) & self.carrying(kept, forward)
+
+    def carrying(self, kept: np.ndarray, forward: bool = True) -> np.ndarray:
+        """``(n_edges,)``: each edge, kept or not, on a kept path (:meth:`alive`'s) were it in
+        ``kept``: its sender reached from ``input``, its receiver reaching ``logits``."""
         if self._receiver_nodes is None:  # each stage's receivers as node numbers
             node = {n: i for i, n in enumerate(self.nodes())}
             self._receiver_nodes = [np.array([node[split_receiver(r)[0]] for r in st.receivers])
                                     for st in self.stages]
+            pairs = list(zip(self.stages, self._receiver_nodes, strict=True))
+            self._ends = (np.concatenate([np.tile(np.arange(st.n_senders), rn.size)
+                                          for st, rn in pairs]),
+                          np.concatenate([np.repeat(rn, st.n_senders) for st, rn in pairs]))
         blocks = self.blocks(kept)  # (R, S) per stage; a stage's senders are earlier nodes
         reach = np.zeros((2, len(self.senders) + 1), dtype=bool)
         reach[0] = not forward  # from the input: all of them where not asked
@@ -221,9 +230,8 @@ class Graph:
         for st, b, rn in zip(self.stages[::-1], blocks[::-1], self._receiver_nodes[::-1],
                              strict=True):
             reach[1, :st.n_senders] |= (b & reach[1, rn][:, None]).any(0)
-        return np.concatenate([(b & reach[0, :st.n_senders] & reach[1, rn][:, None]).ravel()
-                               for st, b, rn in zip(self.stages, blocks, self._receiver_nodes,
-                                                    strict=True)])
+        sender, receiver = self._ends
+        return reach[0, sender] & reach[1, receiver]
 
     def full(self) -> np.ndarray:
         return np.ones(self.n_edges, dtype=bool)

@@ -85,8 +85,7 @@ def plan_line(n_edges: int, pairs: int, tokens: int, fit: int, *, budget: int = 
 
 
 def rate_line(total: int, n: int, seconds: float) -> str:
-    """The pruning's ``total`` set-prompts timed at the rate of its first batch (``n`` in
-    ``seconds``)."""
+    """The pruning's ``total`` set-prompts timed at its first batch's rate (``n`` in ``seconds``)."""
     rate = n / max(seconds, 1e-9)
     t = total / rate
     took = f"{t:.0f} s" if t < 90 else f"{t / 60:.0f} min" if t < 5400 else f"{t / 3600:.1f} h"
@@ -128,22 +127,22 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
           stop=None, behaviour: float | None = None, guard: float = GUARD) -> dict:
     """Rank every edge of ``runner``'s graph by pruning in context (module docstring):
     ``order`` (edge numbers, later rounds first), ``key`` ``(E,)`` (``E`` for the first
-    edge of ``order`` down to 1), ``context`` and ``context_se`` ``(E,)`` (each edge's ``δ``
-    and its se over prompts in the round that removed it), ``round`` ``(E,)`` (that round,
-    from 0: edges of round ``≥ r`` form the circuit round ``r`` started from), ``clean`` and
-    ``clean_se`` (the first round's: every edge against the clean run), ``rounds`` and
-    ``sets``. ``say``: given :func:`rate_line` after the first batch (None: nothing said).
+    edge of ``order`` down to 1), ``context``, ``context_se`` ``(E,)`` (each edge's ``δ``, se
+    over prompts in the round that removed it), ``round`` ``(E,)`` (that round, from 0: edges
+    of round ``≥ r`` form the circuit round ``r`` started from), ``clean``, ``clean_se`` (the
+    first round's: every edge against the clean run), ``rounds``, ``sets`` (run), ``skipped``
+    (planned, known: :func:`_toggled`). ``say``: told :func:`rate_line` after the first batch.
     ``stop(d, se) → bool`` on a round's live ``δ``, se: ``stopped`` ``(E,)``, the first such
     round's circuit (or none), its ``stopped_effect``, ``stopped_se`` (NaN elsewhere).
     ``behaviour``: ``m(M) − m(∅)`` (None: measured here); a round removes the edges of least
     ``sign · δ`` (under ``kl``, lower is better: the edges whose removal raises the divergence
-    most are kept longest), and :func:`_guarded` allows ``guard`` se or :data:`TOLERANCE` of
+    most are kept longest); :func:`_guarded` allows ``guard`` se or :data:`TOLERANCE` of
     ``|behaviour|`` (``guard`` 0: no check)."""
     if not 0 < fraction < 1:
         raise InputError(f"the pruning fraction lies in (0, 1), got {fraction!r}")
     tail = check_int("tail", tail, 1, MAX_COUNT)
     g = runner.tm.graph
-    kept, removed, rounds, sets = g.full(), [], 0, 0
+    kept, removed, rounds, sets, skipped = g.full(), [], 0, 0, 0
     out = {"context": np.zeros(g.n_edges), "context_se": np.zeros(g.n_edges),
            "round": np.zeros(g.n_edges, dtype=np.int64), "clean": None, "clean_se": None,
            "stopped": g.empty(), "stopped_effect": np.full(g.n_edges, np.nan),
@@ -157,29 +156,36 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
     try:
         while kept.any():
             live = np.flatnonzero(kept)
-            vals, d, se = _in_context(runner, kept, live)
+            at_kept, d, se, run = _toggled(runner, kept, live, f"pruning, {live.size} edges")
             _record_round(out, live, d, se, stop)
-            drop = np.argsort(_cost(g, kept, live, sign * d, runner.counterfactual)
+            drop = np.argsort(_cost(g, kept, live, sign * d, _forward(runner))
                               if live.size <= tail else sign * d, kind="stable")
-            n_drop, tried = _guarded(runner, kept, live[drop], sign * d[drop], vals[0],
+            n_drop, tried = _guarded(runner, kept, live[drop], sign * d[drop], at_kept,
                                      _removed(live.size, fraction, tail), limits)
             drop, edges = drop[:n_drop], live[drop[:n_drop]]
             out["context"][edges], out["context_se"][edges] = d[drop], se[drop]
             out["round"][edges] = rounds
             kept[edges] = False
-            if 1 < edges.size < live.size:
-                edges, tried = edges[_readded(runner, kept, edges, sign)], tried + edges.size
+            skipped += live.size - run
+            if 1 < edges.size < live.size:  # ranked added back to the circuit left
+                _, added, _, n = _toggled(runner, kept, edges, f"ranking {edges.size} removed")
+                edges = edges[np.argsort(sign * added, kind="stable")]
+                tried, skipped = tried + n, skipped + edges.size - n
             removed.extend(edges.tolist())
-            rounds, sets = rounds + 1, sets + tried + live.size
+            rounds, sets = rounds + 1, sets + tried + run
     finally:  # the runner outlives a failed pruning
         runner.on_batch = None
-    return {**_ranked(removed), **out, "rounds": rounds, "sets": sets}
+    return {**_ranked(removed), **out, "rounds": rounds, "sets": sets, "skipped": skipped}
 
 
-def _cost(g, kept, live, loss, counterfactual: str) -> np.ndarray:
+def _forward(runner: Runner) -> bool:
+    """Whether an edge carries anything only reached from ``input`` (a run's counterfactual)."""
+    return runner.counterfactual in ("corrupted", "resample")
+
+
+def _cost(g, kept, live, loss, forward: bool) -> np.ndarray:
     """A tail round's removal order (module docstring): ``loss`` (``sign · δ``), halved where
     the edge's removal idles one more (:meth:`..core.graph.Graph.alive`)."""
-    forward = counterfactual in ("corrupted", "resample")
     now = g.alive(kept, forward).sum()
     freed = np.empty(live.size)
     for i, e in enumerate(live):
@@ -197,27 +203,22 @@ def _record_round(out: dict, live, d, se, stop) -> None:
         out["stopped"][live], out["stopped_effect"][live], out["stopped_se"][live] = True, d, se
 
 
-def _in_context(runner: Runner, kept, live):
-    """(per-prompt metrics ``(1 + L, N)`` of ``kept`` then of ``kept`` less each ``live`` edge,
-    ``δ``, its se): every live edge's exact effect in the circuit ``kept``."""
+def _toggled(runner: Runner, kept, edges, desc: str):
+    """(``m(kept)`` per prompt, ``δ``, its se, edge sets run): each edge's exact effect, ``m``
+    with it less ``m`` without it, the other set ``kept`` with that edge toggled; an edge off
+    every kept path (:meth:`..core.graph.Graph.carrying`) carries nothing: 0, and no pass."""
+    on = runner.tm.graph.carrying(kept, _forward(runner))[edges]
     trial = []
-    for e in live:
+    for e in edges[on]:
         k = kept.copy()
-        k[e] = False
+        k[e] = not k[e]
         trial.append(k)
-    vals = runner.metrics([kept, *trial], desc=f"pruning, {live.size} edges", base=kept)
-    return (vals, *mean_se(vals[:1] - vals[1:]))
-
-
-def _readded(runner: Runner, kept, edges, sign: float) -> np.ndarray:
-    """The order of ``edges`` by ``sign · (m(kept ∪ {e}) − m(kept))``, least first."""
-    trial = []
-    for e in edges:
-        k = kept.copy()
-        k[e] = True
-        trial.append(k)
-    vals = runner.metrics([kept, *trial], desc=f"ranking {edges.size} removed", base=kept)
-    return np.argsort(sign * (vals[1:] - vals[:1]).mean(-1), kind="stable")
+    vals = runner.metrics([kept, *trial], desc=desc, base=kept)
+    d, se = np.zeros(edges.size), np.zeros(edges.size)
+    if on.any():
+        d[on], se[on] = mean_se((vals[1:] - vals[:1]) * np.where(kept[edges[on]], -1.0, 1.0)
+                                [:, None])
+    return vals[0], d, se, int(on.sum())
 
 
 class Limits(NamedTuple):
@@ -254,8 +255,7 @@ def _guarded(runner: Runner, kept, candidates, alone, at_kept, n_drop: int,
 
 
 def _ranked(removed: list) -> dict:
-    """``order`` (the edges ``removed``, the last removed first) and ``key`` (``E`` for the
-    first edge of ``order`` down to 1)."""
+    """``order`` (``removed`` reversed) and ``key`` (``E`` for ``order``'s first edge down to 1)."""
     order = np.asarray(removed[::-1], dtype=np.int64)
     key = np.empty(order.size)
     key[order] = np.arange(order.size, 0, -1)

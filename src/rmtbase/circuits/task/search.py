@@ -167,7 +167,8 @@ def _rank(r, s: SearchSettings, behaviour: float, first, say) -> dict:
         return {"key": pr["key"], "patched": np.arange(n_edges), "eff": pr["clean"],
                 "eff_se": pr["clean_se"], "verdicts": confirm_in_context(r, pr, behaviour),
                 "method": {"method": "pruning in context", "rounds": pr["rounds"],
-                           "sets": pr["sets"], "fraction": prune.FRACTION,
+                           "sets": pr["sets"], "skipped": pr["skipped"],
+                           "fraction": prune.FRACTION,
                            "tail": prune.TAIL}}
     pr = prune.prune_estimated(r, steps=s.prune_steps, sign=np.sign(behaviour) or 1.0,
                                say=say, first=first)
