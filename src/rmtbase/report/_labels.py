@@ -30,6 +30,11 @@ def fixed_grid(w: float, h: float, margins: dict, grid, gaps):
     return fixed_figure(w, h, **margins, hspace=hgap / ah, wspace=wgap / aw)
 
 
+def top_title(fig, text: str, *, gap: float = 0.08, **kw) -> None:
+    """``fig``'s suptitle hung ``gap`` inches below its top edge (a fixed-inch layout's)."""
+    fig.suptitle(text, y=1 - gap / fig.get_figheight(), va="top", **kw)
+
+
 def figure_axes(ax):
     """The caller's ``ax``, or a new figure's Axes when it is None (every plot takes ``ax``)."""
     if ax is None:

@@ -20,6 +20,7 @@ from ._labels import (
     layer_head_ticks,
     readable_log_ticks,
     title_label,
+    top_title,
 )
 
 #: Diverging, colour-blind safe (ColorBrewer RdBu reversed) for effects; sequential for p.
@@ -255,7 +256,7 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     inset = (0.15 if nrow > 1 else 0.0) * (1 - 1.05 / h)  # the bar: 70 % of a tall grid
     cax = fig.add_axes((1 - 0.9 / w, 0.5 / h + inset, 0.15 / w, 1 - 1.05 / h - 2 * inset))
     fig.colorbar(axes[0].images[0], cax=cax, label="effect (normal score in the null)")
-    fig.suptitle(f"{title_label(ds)} — {title}", fontsize=10, y=1 - 0.08 / h, va="top")
+    top_title(fig, f"{title_label(ds)} — {title}", fontsize=10)
     return fig
 
 
@@ -265,7 +266,7 @@ def effect_figure(ds: xr.Dataset, stat: str):
     h = float(np.clip(0.22 * ds.sizes["layer"] + 1.8, 3, 9))
     fig = fixed_figure(w, h, left=0.6, right=0.75, bottom=0.5, top=0.6)
     plot_effect_heatmap(ds, stat, fig.subplots())
-    fig.suptitle(title_label(ds), fontsize=9, y=1 - 0.06 / h, va="top")
+    top_title(fig, title_label(ds), gap=0.06, fontsize=9)
     return fig
 
 

@@ -14,7 +14,7 @@ import xarray as xr
 
 from ..files.output import OutputFolder
 from . import figures as fig_mod
-from ._labels import fixed_grid
+from ._labels import fixed_grid, top_title
 from .line_width import fit_text
 from .tables import fmt_p, head_ranking, head_table, long_table, summary_text
 
@@ -86,7 +86,7 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
         axes = np.atleast_1d(f.subplots(1, len(panels)))
         for m, a in zip(panels, axes, strict=True):
             fig_mod.plot_entropy_sigma(ds, m, a)
-        f.suptitle(fig_mod.title_label(ds), fontsize=10, y=1 - 0.08 / 4.2, va="top")  # whose
+        top_title(f, fig_mod.title_label(ds), fontsize=10)  # whose entries
         save(f, fdir / "entropy_sigma.png")
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 
 from ..decision.axes import AxisField
-from ._labels import fixed_grid
+from ._labels import fixed_grid, top_title
 
 #: axis -> (transform of the effect or value, vmin, vmax, colour map, colour-bar label): each
 #: axis's ``figure`` (:mod:`rmtbase.decision.axes`; an axis without one has no panel)
@@ -100,9 +100,8 @@ def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
             plot_profile_axis(ds, axes[k], ax)
         else:
             ax.set_axis_off()
-    fig.suptitle((title + ": " if title else "") + "profile (fixed scales, widened where a head "
-                 "passes them; dots: flagged on that axis)", fontsize=10, y=1 - 0.08 / (h * nrow),
-                 va="top")
+    top_title(fig, (title + ": " if title else "") + "profile (fixed scales, widened where a "
+              "head passes them; dots: flagged on that axis)", fontsize=10)
     return fig
 
 
