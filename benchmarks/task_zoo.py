@@ -14,6 +14,8 @@ logit difference (answer - wrong) at the last position. That layout is ``--half 
 (:func:`induction_layout_tasks`: a training chunk of 4 repeated without a gap). Prompts are
 split into a fit half and a held-out half (a fixed permutation). ``--behaviour bigram``: a
 second behaviour, the bigram lookup of the circuit zoo's ``markov3`` (:func:`bigram_tasks`).
+``--seeds 0,1,…``: each seed's prompts and split, and rmtbase's area less each peer's per seed,
+their mean ± se over the seeds (:func:`seed_differences`).
 ``--behaviour tracr``: auto-circuit's compiled ``reverse`` (77 edges) and ``xproportion`` (23),
 compiled in the peers' venv (:data:`_TRACR_PEER_SCRIPT`), prompts as ``task_circuits.py
 --tracr`` draws them (every 5-token sequence, a random corrupted twin), read at the last
@@ -887,6 +889,67 @@ def suite_main(args) -> int:
     return _emit(doc, args.json)
 
 
+def seed_differences(rows: list) -> dict:
+    """``{task: {method: {...}}}`` over ``--seeds``' rows (``seed``, ``task``, ``methods``):
+    rmtbase's area less each peer's, per seed, their mean and its se over seeds (``nan``
+    with one seed), and on how many seeds rmtbase's is at least the peer's."""
+    out: dict = {}
+    for name in dict.fromkeys(r["task"] for r in rows):
+        mine = [r for r in rows if r["task"] == name]
+        peers = [m for m in mine[0]["methods"] if m != "rmtbase"]
+        out[name] = {}
+        for m in peers:
+            d = np.array([r["methods"]["rmtbase"]["area"] - r["methods"][m]["area"]
+                          for r in mine])
+            out[name][m] = {"seeds": [r["seed"] for r in mine], "difference": d.tolist(),
+                            "mean": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(
+                                d.size)) if d.size > 1 else float("nan"),
+                            "at_least": int((d >= 0).sum())}
+    return out
+
+
+def seeds_main(args, folder, make_tasks, model: str) -> int:
+    """``--seeds``: every task on each seed's prompts and split (:func:`run_task`), one JSON
+    document, rewritten after each seed, and :func:`seed_differences`."""
+    rows: list = []
+    doc = {"benchmark": "task_zoo seeds", "model": model, "prompts": args.prompts,
+           "ig_samples": args.ig_samples, "methods": args.methods, "metric": "logit_diff",
+           "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": rows,
+           "complete": False}
+    seeds = [int(x) for x in args.seeds.split(",")]
+    with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
+        for seed in seeds:
+            one = argparse.Namespace(**{**vars(args), "seed": seed})
+            tasks = make_tasks(seed)
+            for name in args.tasks.split(","):
+                _log(f"seed {seed}")
+                rows.append({**run_task(one, folder, tasks[name], Path(tmp)), "seed": seed})
+            doc["differences"] = seed_differences(rows) if args.peers else {}
+            if args.json:
+                Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    doc["complete"] = True
+    for name, by in doc["differences"].items():
+        for m, d in by.items():
+            _log(f"{name}: rmtbase - {m} area {d['mean']:+.5f} +- {d['se']:.5f} over "
+                 f"{len(seeds)} seeds, at least on {d['at_least']}")
+    return _emit(doc, args.json)
+
+
+def _tasks_of(args, seed: int) -> dict:
+    """The behaviour's tasks on ``seed``'s prompts."""
+    if args.behaviour == "bigram":
+        return bigram_tasks(args.prompts, args.length, seed)
+    if args.half:
+        return induction_layout_tasks(args.prompts, args.half, seed, args.prefix,
+                                      replacement=args.replacement)
+    return zoo_tasks(args.prompts, args.length, seed)
+
+
+def _model_name(args) -> str:
+    return args.folder or (f"_circuit_zoo markov3 seed {MODEL_SEED}" if args.behaviour ==
+                           "bigram" else f"_mlp_induction {CONFIG} seed {MODEL_SEED}")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child-rmtbase"]:
@@ -926,11 +989,20 @@ def main(argv=None) -> int:
                    help="every model and task of SUITE in one run, one table")
     p.add_argument("--rows", default=None, help="with --suite: the rows to run, comma-separated "
                    "(\"3x4d64 s0 key\"; default all)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="instead of --seed: each seed's prompts and split, and rmtbase's "
+                        "area less each peer's over the seeds")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     bad = [m for m in args.methods.split(",") if m not in PEER_METHODS]
     if bad:
         p.error(f"--methods takes {', '.join(PEER_METHODS)}, not {', '.join(bad)}")
+    if args.seeds is not None:
+        if not all(x.strip().isdigit() for x in args.seeds.split(",")):
+            p.error(f"--seeds takes seeds separated by commas (0,1,2), not {args.seeds!r}")
+        if args.suite or args.best_subsets or args.swaps or args.behaviour == "tracr":
+            p.error("--seeds runs one behaviour's tasks, without --suite, --best-subsets, "
+                    "--swaps or --behaviour tracr")
     if args.behaviour == "tracr":
         return tracr_main(args)
     from rmtbase.studies._mlp_induction import trained_folder
@@ -944,14 +1016,11 @@ def main(argv=None) -> int:
         folder = args.folder or trained_folder(CONFIG, MODEL_SEED)
     train_cpu = time.process_time() - c
     args.tasks = args.tasks or ("bigram" if args.behaviour == "bigram" else ",".join(TASKS))
-    if args.behaviour == "bigram":
-        tasks = bigram_tasks(args.prompts, args.length, args.seed)
-    elif args.half:
-        tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix,
-                                       replacement=args.replacement)
+    if args.seeds:
+        return seeds_main(args, folder, functools.partial(_tasks_of, args), _model_name(args))
+    tasks = _tasks_of(args, args.seed)
+    if args.half and args.behaviour != "bigram":
         args.length = int(tasks["answer"].length)
-    else:
-        tasks = zoo_tasks(args.prompts, args.length, args.seed)
     if args.best_subsets or args.swaps:
         rows = [best_subsets(folder, tasks[t], args.seed, args.best_subsets)
                 if args.best_subsets else best_swaps(folder, tasks[t], args.seed, args.swaps)
@@ -964,9 +1033,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
         for name in args.tasks.split(","):
             docs.append(run_task(args, folder, tasks[name], Path(tmp)))
-    model = args.folder or (f"_circuit_zoo markov3 seed {MODEL_SEED}" if args.behaviour ==
-                            "bigram" else f"_mlp_induction {CONFIG} seed {MODEL_SEED}")
-    doc = {"benchmark": "task_zoo", "model": model,
+    doc = {"benchmark": "task_zoo", "model": _model_name(args),
            "folder_cpu_s": train_cpu, "prompts": args.prompts, "length": args.length,
            "layout": "bigram" if args.behaviour == "bigram" else
                      f"induction_task half {args.half} prefix {args.prefix} replacement "

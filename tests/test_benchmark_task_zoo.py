@@ -51,3 +51,28 @@ def test_visit_orders_pool_their_tie_orders_and_each_is_reported(zoo):
 def test_a_peer_runs_without_address_randomisation_where_it_can(zoo):
     cmd = zoo._no_aslr()
     assert cmd == () or cmd[0] == "setarch" and cmd[-1] == "-R"
+
+
+def test_seed_differences_pair_each_seed_and_count_where_rmtbase_is_not_behind(zoo):
+    rows = [{"seed": s, "task": "bigram",
+             "methods": {"rmtbase": {"area": a}, "EAP-IG": {"area": b}, "ACDC": {"area": c}}}
+            for s, a, b, c in ((0, 0.80, 0.82, 0.79), (3, 0.85, 0.81, 0.85),
+                               (5, 0.70, 0.70, 0.75))]
+    got = zoo.seed_differences(rows)["bigram"]
+    assert set(got) == {"EAP-IG", "ACDC"} and got["EAP-IG"]["seeds"] == [0, 3, 5]
+    d = [-0.02, 0.04, 0.0]
+    assert got["EAP-IG"]["difference"] == pytest.approx(d)
+    assert got["EAP-IG"]["mean"] == pytest.approx(sum(d) / 3)
+    # the se of the mean: the sample sd (n - 1) over sqrt(n), by hand
+    m = sum(d) / 3
+    assert got["EAP-IG"]["se"] == pytest.approx((sum((x - m) ** 2 for x in d) / 2 / 3) ** 0.5)
+    assert got["EAP-IG"]["at_least"] == 2 and got["ACDC"]["at_least"] == 2
+    one = zoo.seed_differences(rows[:1])["bigram"]["ACDC"]
+    assert one["difference"] == pytest.approx([0.01]) and one["se"] != one["se"]  # nan
+
+
+def test_seeds_are_refused_in_one_line_before_any_work(zoo, capsys):
+    for argv in (["--seeds", "0,x"], ["--seeds", "0,1", "--suite"]):
+        with pytest.raises(SystemExit) as e:
+            zoo.main(argv)
+        assert e.value.code == 2 and "--seeds" in capsys.readouterr().err
