@@ -908,11 +908,11 @@ def seed_differences(rows: list) -> dict:
     return out
 
 
-def seeds_main(args, folder, make_tasks, model: str) -> int:
+def seeds_main(args, folder) -> int:
     """``--seeds``: every task on each seed's prompts and split (:func:`run_task`), one JSON
     document, rewritten after each seed, and :func:`seed_differences`."""
     rows: list = []
-    doc = {"benchmark": "task_zoo seeds", "model": model, "prompts": args.prompts,
+    doc = {"benchmark": "task_zoo seeds", "model": _model_name(args), "prompts": args.prompts,
            "ig_samples": args.ig_samples, "methods": args.methods, "metric": "logit_diff",
            "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": rows,
            "complete": False}
@@ -920,7 +920,7 @@ def seeds_main(args, folder, make_tasks, model: str) -> int:
     with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
         for seed in seeds:
             one = argparse.Namespace(**{**vars(args), "seed": seed})
-            tasks = make_tasks(seed)
+            tasks = _tasks_of(args, seed)
             for name in args.tasks.split(","):
                 _log(f"seed {seed}")
                 rows.append({**run_task(one, folder, tasks[name], Path(tmp)), "seed": seed})
@@ -1017,7 +1017,7 @@ def main(argv=None) -> int:
     train_cpu = time.process_time() - c
     args.tasks = args.tasks or ("bigram" if args.behaviour == "bigram" else ",".join(TASKS))
     if args.seeds:
-        return seeds_main(args, folder, functools.partial(_tasks_of, args), _model_name(args))
+        return seeds_main(args, folder)
     tasks = _tasks_of(args, args.seed)
     if args.half and args.behaviour != "bigram":
         args.length = int(tasks["answer"].length)
